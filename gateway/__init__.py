@@ -1,0 +1,1 @@
+"""facecrop gateway: decode -> preprocess -> infer (Triton) -> postprocess -> crop -> encode."""

@@ -1,0 +1,49 @@
+"""The Flask app factory: wires settings, the model and the blueprints; no logic of its own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flask import Flask, jsonify
+from werkzeug.exceptions import HTTPException
+
+from gateway import api, health
+from gateway.config import Settings
+from gateway.errors import ApiError, PayloadTooLarge
+from gateway.infer import TritonModel
+from gateway.pipeline import Model
+from gateway.uploads import InMemoryRequest
+
+
+@dataclass(frozen=True)
+class Services:
+    settings: Settings
+    model: Model
+
+
+def create_app(settings: Settings | None = None, model: Model | None = None) -> Flask:
+    """Build the gateway; `model` defaults to the Triton model named in `settings`."""
+    settings = settings or Settings.from_env()
+    if model is None:
+        model = TritonModel(settings.triton_url, settings.model_name, settings.infer_timeout_s, settings.ready_timeout_s)
+    app = Flask(__name__)
+    app.request_class = InMemoryRequest
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_upload_bytes
+    app.json.sort_keys = False
+    app.extensions["facecrop"] = Services(settings=settings, model=model)
+    app.register_blueprint(api.bp)
+    app.register_blueprint(health.bp)
+    app.register_error_handler(ApiError, _api_error)
+    app.register_error_handler(HTTPException, _http_error)
+    return app
+
+
+def _api_error(error: ApiError):
+    return jsonify(error.to_json()), error.status
+
+
+def _http_error(error: HTTPException):
+    if error.code == 413:
+        return _api_error(PayloadTooLarge("the request body is larger than the upload limit"))
+    code = (error.name or "error").lower().replace(" ", "_")
+    return jsonify({"error": {"code": code, "message": error.description}}), error.code

@@ -1,0 +1,68 @@
+"""Run the model on Triton over gRPC (tritonclient.grpc); map transport failures to API errors."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
+
+from gateway.errors import BackendTimeout, BackendUnavailable
+from gateway.postprocess import ModelOutputs
+
+INPUT_NAME = "input"
+OUTPUT_NAMES = ("loc", "conf", "landmarks")
+# tritonclient's own defaults (unbounded message sizes), plus a reconnect backoff capped
+# at one second so the gateway serves again soon after Triton comes back.
+CHANNEL_ARGS = [
+    ("grpc.max_send_message_length", grpcclient.MAX_GRPC_MESSAGE_SIZE),
+    ("grpc.max_receive_message_length", grpcclient.MAX_GRPC_MESSAGE_SIZE),
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+]
+
+
+class TritonModel:
+    """A callable `tensor [1, 3, H, W] -> ModelOutputs` backed by a Triton model.
+
+    Each thread gets its own gRPC client (and channel), so gunicorn's threads never share one.
+    """
+
+    def __init__(self, url: str, model_name: str, timeout_s: float, ready_timeout_s: float):
+        self.url = url
+        self.model_name = model_name
+        self.timeout_s = timeout_s
+        self.ready_timeout_s = ready_timeout_s
+        self._local = threading.local()
+
+    def _client(self) -> grpcclient.InferenceServerClient:
+        client = getattr(self._local, "client", None)
+        if client is None:
+            client = self._local.client = grpcclient.InferenceServerClient(self.url, channel_args=CHANNEL_ARGS)
+        return client
+
+    def __call__(self, tensor: np.ndarray) -> ModelOutputs:
+        model_input = grpcclient.InferInput(INPUT_NAME, list(tensor.shape), "FP32")
+        model_input.set_data_from_numpy(tensor)
+        outputs = [grpcclient.InferRequestedOutput(name) for name in OUTPUT_NAMES]
+        try:
+            result = self._client().infer(self.model_name, [model_input], outputs=outputs, client_timeout=self.timeout_s)
+        except InferenceServerException as error:
+            raise _api_error(error) from None
+        loc, conf, landmarks = (result.as_numpy(name)[0] for name in OUTPUT_NAMES)
+        return ModelOutputs(loc=loc, conf=conf, landmarks=landmarks)
+
+    def is_ready(self) -> bool:
+        """Whether Triton answers and has the model loaded, within `ready_timeout_s`."""
+        try:
+            return bool(self._client().is_model_ready(self.model_name, client_timeout=self.ready_timeout_s))
+        except InferenceServerException:
+            return False
+
+
+def _api_error(error: InferenceServerException) -> BackendUnavailable | BackendTimeout:
+    if "DEADLINE_EXCEEDED" in str(error.status()):
+        return BackendTimeout("the inference server did not answer within the deadline")
+    return BackendUnavailable("the inference server is unavailable or the model is not ready")

@@ -1,0 +1,31 @@
+"""The detection pipeline as one function: decode -> preprocess -> infer -> postprocess."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from gateway.config import Settings
+from gateway.decode import DecodedImage, decode_image
+from gateway.params import DetectOptions
+from gateway.postprocess import Detections, ModelOutputs, detect_faces
+from gateway.preprocess import to_model_input
+
+Model = Callable[[np.ndarray], ModelOutputs]
+
+
+@dataclass(frozen=True)
+class DetectionResult:
+    image: DecodedImage
+    detections: Detections
+
+
+def run_detection(data: bytes, model: Model, settings: Settings, options: DetectOptions) -> DetectionResult:
+    """Detect faces in encoded image bytes with `model` (Triton, or onnxruntime in-process)."""
+    image = decode_image(data, settings.max_pixels)
+    model_input = to_model_input(image.pixels, settings.target_size, settings.pad_multiple)
+    outputs = model(model_input.tensor)
+    detections = detect_faces(outputs, model_input.tensor.shape[2:], model_input.scale, image.pixels.shape[:2], options)
+    return DetectionResult(image=image, detections=detections)

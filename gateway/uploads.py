@@ -1,0 +1,55 @@
+"""Read the image and the parameters of a request, keeping every byte in memory."""
+
+from __future__ import annotations
+
+import io
+
+from flask import Request
+
+from gateway.errors import InvalidParameter, MissingImage
+
+FORM_MIMETYPES = frozenset({"multipart/form-data", "application/x-www-form-urlencoded"})
+RAW_MIMETYPES = frozenset({"application/octet-stream"})
+
+
+class InMemoryRequest(Request):
+    """A request whose multipart uploads never spill to a temporary file on disk.
+
+    The body is already capped by MAX_CONTENT_LENGTH, so holding it in memory is bounded.
+    """
+
+    def _get_file_stream(self, total_content_length, content_type, filename=None, content_length=None):
+        return io.BytesIO()
+
+
+def read_image_bytes(request: Request) -> bytes:
+    """The image: multipart field `image`, or the raw body sent with an image/* content type."""
+    if request.mimetype in FORM_MIMETYPES:
+        files = request.files.getlist("image")
+        if len(files) > 1:
+            raise InvalidParameter("image", "was given more than once")
+        data = files[0].read() if files else b""
+    elif request.mimetype.startswith("image/") or request.mimetype in RAW_MIMETYPES:
+        data = request.get_data(cache=False)
+    else:
+        data = b""
+    if not data:
+        raise MissingImage(
+            "send the image as multipart form field 'image' or as the request body with an image/* content type"
+        )
+    return data
+
+
+def read_parameters(request: Request, allowed: frozenset[str]) -> dict[str, str]:
+    """Query-string and form parameters, each given at most once and known to the endpoint."""
+    sources = [request.args, request.form] if request.mimetype in FORM_MIMETYPES else [request.args]
+    values: dict[str, str] = {}
+    for source in sources:
+        for name in source:
+            given = source.getlist(name)
+            if name not in allowed:
+                raise InvalidParameter(name[:40], "is not a parameter of this endpoint")
+            if name in values or len(given) > 1:
+                raise InvalidParameter(name, "was given more than once")
+            values[name] = given[0]
+    return values

@@ -1,0 +1,134 @@
+"""Start, wait for and stop the local `tritonserver` and the gunicorn gateway as subprocesses.
+
+Used by `make serve` (local_triton/serve.py) and by the integration tests, which start
+their own pair on free ports.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from local_triton.render import render_repository
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PRODUCTION_REPOSITORY = PROJECT_ROOT / "model_repository"
+BUILD_DIR = PROJECT_ROOT / "build"
+
+
+@dataclass(frozen=True)
+class TritonPorts:
+    http: int = 8000
+    grpc: int = 8001
+    metrics: int = 8002
+
+
+def free_port() -> int:
+    """A TCP port on the loopback interface that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def pytriton_server_dir() -> Path:
+    """The `tritonserver` tree bundled in the nvidia-pytriton wheel (found without importing it)."""
+    spec = importlib.util.find_spec("pytriton")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("nvidia-pytriton is not installed: run `make venv`")
+    return Path(spec.submodule_search_locations[0]) / "tritonserver"
+
+
+def prepare_python_backend(server_dir: Path, backends_dir: Path) -> None:
+    """Copy the Python backend and the stub built for this interpreter's version."""
+    python_backend = backends_dir / "python"
+    if python_backend.exists():
+        shutil.rmtree(python_backend)
+    shutil.copytree(server_dir / "backends" / "python", python_backend)
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    stub = server_dir / "python_backend_stubs" / version / "triton_python_backend_stub"
+    shutil.copy2(stub, python_backend / stub.name)
+
+
+def triton_environment(server_dir: Path) -> dict[str, str]:
+    """Environment for `tritonserver` and the stub it spawns.
+
+    The stub links `libpython3.X.so` from the base interpreter's LIBDIR and CUDA runtime
+    stubs from the wheel's `.libs`; it ignores PYTHONPATH, which local_triton/model.py reads
+    to put this virtual environment's packages (numpy < 2, onnxruntime) first.
+    """
+    env = dict(os.environ)
+    libs = [sysconfig.get_config_var("LIBDIR"), str(server_dir.parent.parent / "nvidia_pytriton.libs")]
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(libs + [env.get("LD_LIBRARY_PATH", "")]).rstrip(os.pathsep)
+    env["PYTHONPATH"] = sysconfig.get_paths()["purelib"]
+    return env
+
+
+def start_triton(ports: TritonPorts, work_dir: Path, intra_op_threads: int = 0, log_path: Path | None = None) -> subprocess.Popen:
+    """Render the local repository under `work_dir` and start `tritonserver` on `ports`."""
+    server_dir = pytriton_server_dir()
+    repository = work_dir / "model_repository"
+    render_repository(PRODUCTION_REPOSITORY, repository, intra_op_threads)
+    prepare_python_backend(server_dir, work_dir / "backends")
+    command = [
+        str(server_dir / "bin" / "tritonserver"),
+        f"--model-repository={repository}",
+        f"--backend-directory={work_dir / 'backends'}",
+        f"--http-port={ports.http}",
+        f"--grpc-port={ports.grpc}",
+        f"--metrics-port={ports.metrics}",
+        "--backend-config=python,shm-default-byte-size=67108864",
+        "--backend-config=python,shm-growth-byte-size=67108864",
+        "--log-verbose=0",
+    ]
+    return _spawn(command, triton_environment(server_dir), log_path)
+
+
+def start_gateway(port: int, triton_grpc_url: str, extra_env: dict[str, str] | None = None, log_path: Path | None = None) -> subprocess.Popen:
+    """Start the gateway under gunicorn, with its production config, on 127.0.0.1:`port`."""
+    env = dict(os.environ)
+    env.update({"FACECROP_BIND": f"127.0.0.1:{port}", "FACECROP_TRITON_URL": triton_grpc_url})
+    env.update(extra_env or {})
+    command = [sys.executable, "-m", "gunicorn", "--config", str(PROJECT_ROOT / "gateway" / "gunicorn.conf.py")]
+    return _spawn(command, env, log_path)
+
+
+def _spawn(command: list[str], env: dict[str, str], log_path: Path | None) -> subprocess.Popen:
+    output = open(log_path, "ab") if log_path else None  # noqa: SIM115 - owned by the child
+    return subprocess.Popen(command, env=env, cwd=PROJECT_ROOT, stdout=output, stderr=subprocess.STDOUT if output else None)
+
+
+def wait_until_ok(url: str, process: subprocess.Popen, timeout_s: float) -> None:
+    """Poll `url` until it answers 200; raise if `process` exits or the time runs out."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{process.args[0]} exited with status {process.returncode} before {url} was ready")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.25)
+    raise TimeoutError(f"{url} not ready after {timeout_s:.0f} s")
+
+
+def stop(process: subprocess.Popen, timeout_s: float = 15) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within `timeout_s`."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -1,0 +1,55 @@
+"""`make serve`: the real local Triton plus the gateway, until Ctrl-C or `make stop`.
+
+Ports come from the environment: FACECROP_PORT (8080) for the gateway and Triton's
+standard TRITON_HTTP_PORT (8000), TRITON_GRPC_PORT (8001), TRITON_METRICS_PORT (8002).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+from local_triton.processes import BUILD_DIR, TritonPorts, start_gateway, start_triton, stop, wait_until_ok
+
+PID_FILE = BUILD_DIR / "serve.pid"
+
+
+def main() -> int:
+    ports = TritonPorts(
+        http=int(os.environ.get("TRITON_HTTP_PORT", "8000")),
+        grpc=int(os.environ.get("TRITON_GRPC_PORT", "8001")),
+        metrics=int(os.environ.get("TRITON_METRICS_PORT", "8002")),
+    )
+    gateway_port = int(os.environ.get("FACECROP_PORT", "8080"))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    BUILD_DIR.mkdir(exist_ok=True)
+    PID_FILE.write_text(str(os.getpid()))
+    triton = gateway = None
+    try:
+        triton = start_triton(ports, BUILD_DIR / "serve")
+        wait_until_ok(f"http://127.0.0.1:{ports.http}/v2/health/ready", triton, timeout_s=180)
+        gateway = start_gateway(gateway_port, f"127.0.0.1:{ports.grpc}")
+        wait_until_ok(f"http://127.0.0.1:{gateway_port}/readyz", gateway, timeout_s=60)
+        print(
+            f"\nfacecrop is up: gateway http://127.0.0.1:{gateway_port} "
+            f"(Triton HTTP {ports.http}, gRPC {ports.grpc}, metrics {ports.metrics}). "
+            "Ctrl-C or `make stop` stops both.\n",
+            flush=True,
+        )
+        while triton.poll() is None and gateway.poll() is None:
+            time.sleep(0.5)
+        print("tritonserver or the gateway exited; stopping the other", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        for process in (gateway, triton):
+            if process is not None:
+                stop(process)
+        PID_FILE.unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""Requests of one canonical shape that arrive together share a Triton batch."""
+
+from concurrent.futures import ThreadPoolExecutor
+
+import requests
+
+from tests.conftest import photo
+
+
+def model_statistics(stack) -> dict:
+    stats = requests.get(f"{stack.triton_http}/v2/models/retinaface/stats", timeout=10).json()
+    return stats["model_stats"][0]
+
+
+def test_concurrent_requests_are_batched(stack):
+    # A 4:3 photo and a 512 x 384 one of its own scale to the same canonical 768 x 1024 input.
+    data = photo("demo/insightface_t1.jpg").read_bytes()
+    before = model_statistics(stack)
+    with ThreadPoolExecutor(8) as pool:
+        responses = list(
+            pool.map(lambda _: requests.post(f"{stack.gateway}/v1/detect", files={"image": data}, timeout=60), range(16))
+        )
+    assert all(r.status_code == 200 for r in responses)
+    after = model_statistics(stack)
+    inferences = int(after["inference_count"]) - int(before["inference_count"])
+    executions = int(after["execution_count"]) - int(before["execution_count"])
+    assert inferences == 16
+    assert executions < inferences, "no two requests shared a batch"
+    assert any(int(s["batch_size"]) > 1 for s in after["batch_stats"])

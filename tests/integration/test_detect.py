@@ -1,0 +1,173 @@
+"""POST /v1/detect through the real gateway and the real Triton."""
+
+import io
+
+import numpy as np
+import pytest
+import requests
+from PIL import Image
+
+from tests.conftest import photo
+from tests.unit.test_decode import encoded, png_declaring
+
+ASTRONAUT = "demo/skimage_astronaut.jpg"
+CROWD = "demo/widertest_20_Family_Group_Family_Group_20_435.jpg"
+# The astronaut's face, in pixels of the 512 x 512 photo (checked by eye on the picture).
+ASTRONAUT_FACE = (178, 56, 93, 123)
+
+
+def detect(stack, data: bytes, params=None, **kwargs):
+    return requests.post(f"{stack.gateway}/v1/detect", files={"image": ("photo", data)}, params=params, timeout=30, **kwargs)
+
+
+def rectangle(face) -> tuple:
+    r = face["face_rectangle"]
+    return r["x"], r["y"], r["width"], r["height"]
+
+
+def iou(a, b) -> float:
+    ax2, ay2, bx2, by2 = a[0] + a[2], a[1] + a[3], b[0] + b[2], b[1] + b[3]
+    w = max(0, min(ax2, bx2) - max(a[0], b[0]))
+    h = max(0, min(ay2, by2) - max(a[1], b[1]))
+    return w * h / (a[2] * a[3] + b[2] * b[3] - w * h)
+
+
+def test_known_photo_gives_the_expected_face(stack):
+    response = detect(stack, photo(ASTRONAUT).read_bytes())
+    assert response.status_code == 200
+    assert response.headers["Content-Type"] == "application/json"
+    body = response.json()
+    assert body["image"] == {"width": 512, "height": 512}
+    [face] = body["faces"]
+    assert face["confidence"] > 99
+    assert iou(rectangle(face), ASTRONAUT_FACE) > 0.8
+    left_eye, right_eye = face["landmarks"]["left_eye"], face["landmarks"]["right_eye"]
+    assert left_eye[0] < right_eye[0]
+    x, y, w, h = rectangle(face)
+    for point in face["landmarks"].values():
+        assert x <= point[0] <= x + w and y <= point[1] <= y + h
+
+
+def test_crowd_faces_are_sorted_integers_inside_the_image(stack):
+    body = detect(stack, photo(CROWD).read_bytes()).json()
+    width, height = body["image"]["width"], body["image"]["height"]
+    confidences = [face["confidence"] for face in body["faces"]]
+    assert len(confidences) >= 10
+    assert confidences == sorted(confidences, reverse=True)
+    assert all(50 <= c <= 100 and round(c, 3) == c for c in confidences)
+    for face in body["faces"]:
+        x, y, w, h = rectangle(face)
+        assert all(isinstance(v, int) for v in (x, y, w, h))
+        assert 0 <= x and 0 <= y and x + w <= width and y + h <= height and w > 0 and h > 0
+        for px, py in face["landmarks"].values():
+            assert 0 <= px < width and 0 <= py < height
+
+
+def test_parameters_change_the_answer(stack):
+    data = photo(CROWD).read_bytes()
+    everything = detect(stack, data, {"min_confidence": "2", "max_faces": "1000"}).json()["faces"]
+    default = detect(stack, data).json()["faces"]
+    assert len(everything) > len(default)
+    assert len(detect(stack, data, {"max_faces": "3"}).json()["faces"]) == 3
+    median_side = sorted(min(rectangle(f)[2:]) for f in default)[len(default) // 2]
+    large = detect(stack, data, {"min_face_size": str(median_side)}).json()["faces"]
+    assert 0 < len(large) < len(default)
+    assert all(min(rectangle(f)[2:]) >= median_side - 1 for f in large)
+    form = requests.post(f"{stack.gateway}/v1/detect", files={"image": data}, data={"landmarks": "false"}, timeout=30)
+    bare = form.json()["faces"]
+    assert bare and all("landmarks" not in face for face in bare)
+
+
+@pytest.mark.parametrize("fmt", ["PNG", "WEBP", "BMP"])
+def test_other_formats_and_raw_bodies_find_the_same_face(stack, fmt):
+    image = Image.open(photo(ASTRONAUT))
+    data = encoded(image, fmt, **({"lossless": True} if fmt == "WEBP" else {}))
+    response = requests.post(
+        f"{stack.gateway}/v1/detect", data=data, headers={"Content-Type": f"image/{fmt.lower()}"}, timeout=30
+    )
+    [face] = response.json()["faces"]
+    assert iou(rectangle(face), ASTRONAUT_FACE) > 0.8
+
+
+def test_exif_orientation_is_respected(stack):
+    image = Image.open(photo(ASTRONAUT))
+    stored = image.transpose(Image.Transpose.ROTATE_90)  # stored sideways, viewed upright
+    exif = stored.getexif()
+    exif[0x0112] = 6
+    body = detect(stack, encoded(stored, "JPEG", exif=exif, quality=95)).json()
+    [face] = body["faces"]
+    assert iou(rectangle(face), ASTRONAUT_FACE) > 0.8
+
+
+def error_of(response, status: int, code: str) -> dict:
+    assert response.status_code == status, response.text
+    assert response.headers["Content-Type"] == "application/json"
+    error = response.json()["error"]
+    assert error["code"] == code and error["message"]
+    return error
+
+
+def test_missing_image(stack):
+    url = f"{stack.gateway}/v1/detect"
+    error_of(requests.post(url, timeout=10), 400, "missing_image")
+    error_of(requests.post(url, files={"other": ("x.jpg", b"abc")}, timeout=10), 400, "missing_image")
+    error_of(requests.post(url, data=b"", headers={"Content-Type": "image/jpeg"}, timeout=10), 400, "missing_image")
+
+
+@pytest.mark.parametrize("data", [b"this is not an image", b"\xff\xd8\xff\xe0" + b"\x00" * 64, b"GIF89a"])
+def test_undecodable_bytes(stack, data):
+    error_of(detect(stack, data), 415, "unsupported_image")
+
+
+@pytest.mark.parametrize(
+    "params,name",
+    [
+        ({"min_confidence": "abc"}, "min_confidence"),
+        ({"min_confidence": "150"}, "min_confidence"),
+        ({"max_faces": "0"}, "max_faces"),
+        ({"max_faces": "1001"}, "max_faces"),
+        ({"min_face_size": "-1"}, "min_face_size"),
+        ({"landmarks": "perhaps"}, "landmarks"),
+        ({"min_confidnce": "3"}, "min_confidnce"),
+        ([("max_faces", "3"), ("max_faces", "4")], "max_faces"),
+    ],
+)
+def test_bad_parameters_are_named(stack, params, name):
+    error = error_of(detect(stack, photo(ASTRONAUT).read_bytes(), params), 400, "invalid_parameter")
+    assert error["parameter"] == name and name in error["message"]
+
+
+def test_repeated_image_field(stack):
+    data = photo(ASTRONAUT).read_bytes()
+    files = [("image", ("a.jpg", data)), ("image", ("b.jpg", data))]
+    response = requests.post(f"{stack.gateway}/v1/detect", files=files, timeout=10)
+    assert error_of(response, 400, "invalid_parameter")["parameter"] == "image"
+
+
+def test_body_over_the_size_limit(stack):
+    error_of(detect(stack, b"\xff" * (21 * 1024 * 1024)), 413, "payload_too_large")
+
+
+def test_decompression_bomb_is_refused_before_decoding(stack):
+    error_of(detect(stack, png_declaring(60_000, 60_000)), 413, "image_too_large")
+
+
+def test_unknown_routes_and_methods_answer_json(stack):
+    assert requests.get(f"{stack.gateway}/nope", timeout=10).json()["error"]["code"] == "not_found"
+    response = requests.get(f"{stack.gateway}/v1/detect", timeout=10)
+    assert response.status_code == 405 and response.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_health_and_readiness(stack):
+    assert requests.get(f"{stack.gateway}/healthz", timeout=5).json() == {"status": "ok"}
+    assert requests.get(f"{stack.gateway}/readyz", timeout=5).status_code == 200
+
+
+def test_grayscale_and_tiny_images_are_answered(stack):
+    gray = Image.fromarray(np.asarray(Image.open(photo(ASTRONAUT)).convert("L")))
+    [face] = detect(stack, encoded(gray, "PNG")).json()["faces"]
+    assert iou(rectangle(face), ASTRONAUT_FACE) > 0.7
+    response = detect(stack, encoded(Image.new("RGB", (1, 1)), "PNG"))
+    assert response.status_code == 200 and response.json() == {"image": {"width": 1, "height": 1}, "faces": []}
+    strip = detect(stack, encoded(Image.new("RGB", (20000, 10)), "PNG"))
+    assert strip.status_code == 200 and strip.json()["image"] == {"width": 20000, "height": 10}

@@ -1,0 +1,97 @@
+import numpy as np
+import pytest
+from retinaface.postprocess import ANCHOR_SIZES, ANCHOR_STRIDES, generate_anchors
+
+from gateway.params import DetectOptions
+from gateway.postprocess import (
+    ModelOutputs,
+    decode_boxes,
+    decode_landmarks,
+    detect_faces,
+    face_objects,
+    nms,
+    priors,
+)
+
+
+@pytest.mark.parametrize("height,width", [(1024, 1024), (768, 1024), (1024, 256), (100, 60)])
+def test_priors_match_the_reference_implementation(height, width):
+    reference = np.concatenate(
+        [generate_anchors(s, z, width, height, 1)[0] for s, z in zip(ANCHOR_STRIDES, ANCHOR_SIZES)]
+    )
+    np.testing.assert_allclose(priors(height, width), reference, rtol=1e-6)
+
+
+def test_priors_count_and_first_anchor():
+    anchors = priors(1024, 1024)
+    assert anchors.shape == ((128 * 128 + 64 * 64 + 32 * 32) * 2, 4)
+    np.testing.assert_allclose(anchors[0], [4 / 1024, 4 / 1024, 16 / 1024, 16 / 1024])
+    np.testing.assert_allclose(anchors[1], [4 / 1024, 4 / 1024, 32 / 1024, 32 / 1024])
+
+
+def test_priors_are_cached_and_read_only():
+    assert priors(512, 1024) is priors(512, 1024)
+    assert not priors(512, 1024).flags.writeable
+
+
+def test_zero_offsets_decode_to_the_anchor_itself():
+    anchors = np.array([[0.5, 0.25, 0.2, 0.1]], dtype=np.float32)
+    np.testing.assert_allclose(decode_boxes(np.zeros((1, 4)), anchors), [[0.4, 0.2, 0.6, 0.3]], rtol=1e-6)
+    np.testing.assert_allclose(decode_landmarks(np.zeros((1, 10)), anchors), [[[0.5, 0.25]] * 5], rtol=1e-6)
+
+
+def test_offsets_use_the_variances():
+    anchors = np.array([[0.5, 0.5, 0.2, 0.2]], dtype=np.float32)
+    loc = np.array([[1.0, -1.0, np.log(2) / 0.2, 0.0]])
+    # centre moves by 0.1 * 0.2 = 0.02; width doubles to 0.4
+    np.testing.assert_allclose(decode_boxes(loc, anchors), [[0.32, 0.38, 0.72, 0.58]], rtol=1e-5)
+    points = decode_landmarks(np.tile([1.0, 2.0], 5)[None], anchors)
+    np.testing.assert_allclose(points[0, 3], [0.52, 0.54], rtol=1e-6)
+
+
+def test_nms_suppresses_overlaps_and_keeps_disjoint_boxes_best_first():
+    boxes = np.array([[0, 0, 10, 10], [1, 1, 11, 11], [20, 20, 30, 30], [0, 0, 10, 10.5]], dtype=float)
+    scores = np.array([0.8, 0.9, 0.7, 0.6])
+    assert nms(boxes, scores, 0.4, limit=10).tolist() == [1, 2]
+    assert nms(boxes, scores, 0.4, limit=1).tolist() == [1]
+    assert nms(boxes[:0], scores[:0], 0.4, limit=10).tolist() == []
+
+
+def synthetic_outputs(input_shape, hits):
+    """Outputs with every anchor at score 0 but `hits` {anchor index: score} (zero offsets)."""
+    count = len(priors(*input_shape))
+    conf = np.zeros((count, 2), dtype=np.float32)
+    for index, score in hits.items():
+        conf[index, 1] = score
+    return ModelOutputs(np.zeros((count, 4), np.float32), conf, np.zeros((count, 10), np.float32))
+
+
+def test_detections_are_mapped_back_to_original_pixels():
+    anchors = priors(1024, 1024)
+    index = int(np.flatnonzero((anchors[:, 2] == 256 / 1024) & (abs(anchors[:, :2] - 0.5) < 0.05).all(axis=1))[0])
+    outputs = synthetic_outputs((1024, 1024), {index: 0.97})
+    # the original image was 512 x 512, scaled by 2 into the model input
+    detections = detect_faces(outputs, (1024, 1024), 2.0, (512, 512), DetectOptions())
+    cx, cy = anchors[index, :2] * 1024 / 2
+    np.testing.assert_allclose(detections.boxes[0], [cx - 64, cy - 64, cx + 64, cy + 64], atol=1e-3)
+    np.testing.assert_allclose(detections.landmarks[0], [[cx, cy]] * 5, atol=1e-3)
+    face = face_objects(detections, with_landmarks=True)[0]
+    assert face["confidence"] == 97.0
+    assert face["face_rectangle"]["width"] == 128
+    assert set(face["landmarks"]) == {"left_eye", "right_eye", "nose", "mouth_left", "mouth_right"}
+
+
+def test_boxes_are_clipped_to_the_image_and_filtered_by_options():
+    anchors = priors(256, 1024)
+    corner = int(np.flatnonzero(anchors[:, 2] == 512 / 1024)[0])  # big anchor at the top-left
+    small = int(np.flatnonzero(anchors[:, 2] == 16 / 1024)[500])
+    outputs = synthetic_outputs((256, 1024), {corner: 0.9, small: 0.8})
+    detections = detect_faces(outputs, (256, 1024), 1.0, (200, 1000), DetectOptions(min_confidence=10))
+    assert len(detections) == 2
+    assert detections.boxes.min() >= 0
+    assert (detections.boxes[:, [2, 3]] <= [1000, 200]).all()
+    assert detections.scores.tolist() == pytest.approx([0.9, 0.8])
+    assert len(detect_faces(outputs, (256, 1024), 1.0, (200, 1000), DetectOptions(min_face_size=17))) == 1
+    assert len(detect_faces(outputs, (256, 1024), 1.0, (200, 1000), DetectOptions(max_faces=1))) == 1
+    assert len(detect_faces(outputs, (256, 1024), 1.0, (200, 1000), DetectOptions(min_confidence=85))) == 1
+    assert "landmarks" not in face_objects(detections, with_landmarks=False)[0]

@@ -1,0 +1,30 @@
+import numpy as np
+import pytest
+
+from gateway.preprocess import BGR_MEAN, canonical_shape, scale_for, to_model_input
+
+
+def test_scale_enlarges_small_images_and_shrinks_large_ones():
+    assert scale_for(416, 416, 1024) == pytest.approx(1024 / 416)
+    assert scale_for(3000, 2000, 1024) == pytest.approx(1024 / 3000)
+
+
+@pytest.mark.parametrize(
+    "size,expected",
+    [((1024, 683), (1024, 768)), ((683, 1024), (768, 1024)), ((1024, 1024), (1024, 1024)), ((51, 1024), (256, 1024))],
+)
+def test_canonical_shapes_pad_the_short_side(size, expected):
+    assert canonical_shape(*size, target_size=1024, pad_multiple=256) == expected
+
+
+def test_model_input_is_mean_subtracted_and_zero_padded():
+    pixels = np.full((300, 200, 3), (10, 20, 30), dtype=np.uint8)
+    model_input = to_model_input(pixels, target_size=1024, pad_multiple=256)
+    assert model_input.tensor.shape == (1, 3, 1024, 768)
+    assert model_input.tensor.dtype == np.float32
+    assert model_input.scale == pytest.approx(1024 / 300)
+    content_width = round(200 * 1024 / 300)
+    np.testing.assert_allclose(model_input.tensor[0, :, 5, 5], [10 - 104, 20 - 117, 30 - 123])
+    assert not model_input.tensor[0, :, :, content_width:].any()
+    np.testing.assert_allclose(model_input.tensor[0, :, :, content_width - 1].mean(axis=1), [-94, -97, -93])
+    assert BGR_MEAN.ravel().tolist() == [104, 117, 123]
