@@ -1,24 +1,57 @@
-"""The API blueprint: POST /v1/detect."""
+"""The API blueprint: POST /v1/detect and POST /v1/crop."""
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, jsonify, request
+from flask import Blueprint, Response, current_app, jsonify, request
 
-from gateway.params import DETECT_PARAMETERS, parse_detect_options
-from gateway.pipeline import run_detection
+from gateway.crop import plan_crop, render_crop
+from gateway.encode import CONTENT_TYPES, encode_image, output_format
+from gateway.errors import OutputTooLarge
+from gateway.params import CROP_PARAMETERS, DETECT_PARAMETERS, parse_crop_options, parse_detect_options
+from gateway.pipeline import DetectionResult, run_detection
 from gateway.postprocess import face_objects
 from gateway.uploads import read_image_bytes, read_parameters
 
 bp = Blueprint("api", __name__)
 
 
+def _detect(values: dict[str, str]) -> tuple[DetectionResult, list[dict]]:
+    services = current_app.extensions["facecrop"]
+    options = parse_detect_options(values)
+    result = run_detection(read_image_bytes(request), services.model, services.settings, options)
+    return result, face_objects(result.detections, options.landmarks)
+
+
+def _image_size(result: DetectionResult) -> dict[str, int]:
+    height, width = result.image.pixels.shape[:2]
+    return {"width": width, "height": height}
+
+
 @bp.post("/v1/detect")
 def detect():
-    services = current_app.extensions["facecrop"]
-    options = parse_detect_options(read_parameters(request, DETECT_PARAMETERS))
-    result = run_detection(read_image_bytes(request), services.model, services.settings, options)
-    height, width = result.image.pixels.shape[:2]
-    return jsonify(
-        image={"width": width, "height": height},
-        faces=face_objects(result.detections, options.landmarks),
-    )
+    result, faces = _detect(read_parameters(request, DETECT_PARAMETERS))
+    return jsonify(image=_image_size(result), faces=faces)
+
+
+@bp.post("/v1/crop")
+def crop():
+    values = read_parameters(request, DETECT_PARAMETERS | CROP_PARAMETERS)
+    options = parse_crop_options(values)
+    result, faces = _detect(values)
+    size = _image_size(result)
+    plan = plan_crop(result.detections.boxes, (size["width"], size["height"]), options)
+    max_pixels = current_app.extensions["facecrop"].settings.max_pixels
+    if plan.output[0] * plan.output[1] > max_pixels:
+        raise OutputTooLarge(f"a {plan.output[0]}x{plan.output[1]} output is more than the limit of {max_pixels} pixels")
+    region = plan.region
+    headers = {
+        "X-Crop-Rect": f"{region.x},{region.y},{region.width},{region.height}",
+        "X-Face-Count": str(len(faces)),
+    }
+    if options.format == "json":
+        crop_json = {"x": region.x, "y": region.y, "width": region.width, "height": region.height}
+        output = {"width": plan.output[0], "height": plan.output[1]}
+        return jsonify(image=size, crop=crop_json, output=output, faces=faces), 200, headers
+    fmt = output_format(options.format, result.image.format)
+    body = encode_image(render_crop(result.image.pixels, plan), fmt, options.quality)
+    return Response(body, content_type=CONTENT_TYPES[fmt], headers=headers)

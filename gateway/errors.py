@@ -52,3 +52,7 @@ class BackendUnavailable(ApiError):
 
 class BackendTimeout(ApiError):
     status, code = 504, "backend_timeout"
+
+
+class OutputTooLarge(ApiError):
+    status, code = 400, "output_too_large"

@@ -1,0 +1,114 @@
+"""Face-aware crop geometry (Cloudflare Images' gravity=face with zoom) and the crop itself.
+
+All geometry is in original-image pixels, after EXIF orientation; sizes are (width, height).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from gateway.params import CropOptions
+
+
+@dataclass(frozen=True)
+class Rect:
+    x: int
+    y: int
+    width: int
+    height: int
+
+
+@dataclass(frozen=True)
+class CropPlan:
+    region: Rect  # what is cut out of the original image
+    output: tuple[int, int]  # (width, height) of the returned picture
+
+
+def face_box(boxes: np.ndarray, faces: str) -> np.ndarray | None:
+    """Corner box (x1, y1, x2, y2) holding every face (`all`) or the largest one; None if no face."""
+    if not len(boxes):
+        return None
+    if faces == "largest":
+        areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+        return boxes[int(np.argmax(areas))]
+    return np.concatenate([boxes[:, :2].min(axis=0), boxes[:, 2:].max(axis=0)])
+
+
+def focal_point(box: np.ndarray | None, gravity: str | tuple[float, float], image: tuple[int, int]) -> tuple[float, float]:
+    """The face box's centre for gravity=face; else (or with no face) the image centre or XxY."""
+    width, height = image
+    if gravity == "face" and box is not None:
+        return (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+    fx, fy = gravity if isinstance(gravity, tuple) else (0.5, 0.5)
+    return fx * width, fy * height
+
+
+def region_size(box: np.ndarray | None, zoom: float, image: tuple[int, int]) -> tuple[float, float]:
+    """`d / zoom` for each side, capped by the image; the whole image without a face box or at zoom 0."""
+    width, height = image
+    if box is None or zoom == 0:
+        return float(width), float(height)
+    return min((box[2] - box[0]) / zoom, width), min((box[3] - box[1]) / zoom, height)
+
+
+def widen_to_aspect(size: tuple[float, float], aspect: float, image: tuple[int, int]) -> tuple[float, float]:
+    """Grow one side so width / height == `aspect`; if that overflows the image, the largest such region that fits."""
+    width, height = size
+    if width / height < aspect:
+        width = height * aspect
+    else:
+        height = width / aspect
+    if width > image[0] or height > image[1]:
+        width, height = (image[1] * aspect, float(image[1])) if image[0] / image[1] > aspect else (float(image[0]), image[0] / aspect)
+    return width, height
+
+
+def place(size: tuple[float, float], focal: tuple[float, float], image: tuple[int, int]) -> Rect:
+    """Centre a region of `size` on `focal`, then shift it to lie inside the image (whole pixels)."""
+    width = min(max(1, round(size[0])), image[0])
+    height = min(max(1, round(size[1])), image[1])
+    x = min(max(round(focal[0] - width / 2), 0), image[0] - width)
+    y = min(max(round(focal[1] - height / 2), 0), image[1] - height)
+    return Rect(x, y, width, height)
+
+
+def output_size(region: Rect, options: CropOptions) -> tuple[int, int]:
+    """Requested size (the missing side following the region's aspect ratio), or the region's own.
+
+    fit=crop never enlarges: a region smaller than the requested size comes back at its own
+    resolution, at the requested aspect ratio.
+    """
+    width, height = options.width, options.height
+    if width is None and height is None:
+        return region.width, region.height
+    if width is None:
+        width = max(1, round(height * region.width / region.height))
+    elif height is None:
+        height = max(1, round(width * region.height / region.width))
+    if options.fit == "crop":
+        shrink = min(1.0, region.width / width, region.height / height)
+        width, height = max(1, round(width * shrink)), max(1, round(height * shrink))
+    return width, height
+
+
+def plan_crop(boxes: np.ndarray, image: tuple[int, int], options: CropOptions) -> CropPlan:
+    """Where to crop and at what size, from face boxes [K, 4] (x1, y1, x2, y2) in an image (width, height)."""
+    box = face_box(boxes, options.faces) if options.gravity == "face" else None
+    size = region_size(box, options.zoom, image)
+    if options.width is not None and options.height is not None:
+        size = widen_to_aspect(size, options.width / options.height, image)
+    region = place(size, focal_point(box, options.gravity, image), image)
+    return CropPlan(region=region, output=output_size(region, options))
+
+
+def render_crop(pixels: np.ndarray, plan: CropPlan) -> np.ndarray:
+    """Cut the region out of `pixels` and resize it: area interpolation shrinking, cubic enlarging."""
+    r = plan.region
+    cut = pixels[r.y : r.y + r.height, r.x : r.x + r.width]
+    if plan.output == (r.width, r.height):
+        return cut
+    shrinking = plan.output[0] * plan.output[1] < r.width * r.height
+    return cv2.resize(cut, plan.output, interpolation=cv2.INTER_AREA if shrinking else cv2.INTER_CUBIC)

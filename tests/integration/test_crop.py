@@ -1,0 +1,108 @@
+"""POST /v1/crop through the real gateway and the real Triton."""
+
+import io
+
+import numpy as np
+import pytest
+import requests
+from PIL import Image
+
+from tests.conftest import photo
+from tests.integration.test_detect import ASTRONAUT, CROWD, rectangle
+from tests.unit.test_decode import encoded
+
+
+def crop(stack, data: bytes, params=None):
+    return requests.post(f"{stack.gateway}/v1/crop", files={"image": ("photo", data)}, params=params, timeout=30)
+
+
+def crop_rect(response) -> tuple[int, int, int, int]:
+    return tuple(int(v) for v in response.headers["X-Crop-Rect"].split(","))
+
+
+@pytest.mark.parametrize(
+    "fmt,content_type,pil_format",
+    [("jpeg", "image/jpeg", "JPEG"), ("png", "image/png", "PNG"), ("webp", "image/webp", "WEBP")],
+)
+def test_each_format_has_the_exact_size_and_content_type(stack, fmt, content_type, pil_format):
+    response = crop(stack, photo(CROWD).read_bytes(), {"width": 300, "height": 200, "format": fmt, "quality": 70})
+    assert response.status_code == 200
+    assert response.headers["Content-Type"] == content_type
+    output = Image.open(io.BytesIO(response.content))
+    assert output.format == pil_format and output.size == (300, 200)
+    assert int(response.headers["X-Face-Count"]) >= 10
+
+
+def test_default_format_follows_the_input(stack):
+    image = Image.open(photo(ASTRONAUT))
+    assert crop(stack, encoded(image, "PNG"), {"width": 64}).headers["Content-Type"] == "image/png"
+    assert crop(stack, encoded(image, "BMP"), {"width": 64}).headers["Content-Type"] == "image/jpeg"
+    assert crop(stack, photo(ASTRONAUT).read_bytes(), {"width": 64}).headers["Content-Type"] == "image/jpeg"
+
+
+def test_json_describes_the_crop_and_the_faces(stack):
+    data = photo(CROWD).read_bytes()
+    body = crop(stack, data, {"width": 256, "height": 256, "format": "json"}).json()
+    detected = requests.post(f"{stack.gateway}/v1/detect", files={"image": data}, timeout=30).json()
+    assert body["image"] == detected["image"] and body["faces"] == detected["faces"]
+    assert body["output"] == {"width": 256, "height": 256}
+    assert body["crop"]["width"] == body["crop"]["height"]
+
+
+@pytest.mark.parametrize("params", [{"zoom": "0.5"}, {"zoom": "0.9", "width": "400"}, {"width": "1024", "height": "683", "zoom": "0.3"}])
+def test_region_contains_every_face_when_the_aspect_allows(stack, params):
+    response = crop(stack, photo(CROWD).read_bytes(), {**params, "format": "json"})
+    body = response.json()
+    c = body["crop"]
+    assert crop_rect(response) == (c["x"], c["y"], c["width"], c["height"])
+    for face in body["faces"]:
+        x, y, w, h = rectangle(face)
+        assert c["x"] <= x and c["y"] <= y and x + w <= c["x"] + c["width"] and y + h <= c["y"] + c["height"]
+
+
+def test_largest_face_and_zoom_frame_one_face_tightly(stack):
+    body = crop(stack, photo(CROWD).read_bytes(), {"faces": "largest", "zoom": "1", "format": "json"}).json()
+    largest = max(body["faces"], key=lambda f: f["face_rectangle"]["width"] * f["face_rectangle"]["height"])
+    r, c = largest["face_rectangle"], body["crop"]
+    assert abs(c["width"] - r["width"]) <= 1 and abs(c["height"] - r["height"]) <= 1
+
+
+def test_a_photo_without_faces_is_cropped_at_the_centre(stack):
+    gradient = np.tile(np.linspace(0, 255, 900, dtype=np.uint8), (500, 1))
+    response = crop(stack, encoded(Image.fromarray(gradient).convert("RGB"), "JPEG"), {"width": 100, "height": 100})
+    assert response.status_code == 200
+    assert response.headers["X-Face-Count"] == "0"
+    assert crop_rect(response) == (200, 0, 500, 500)
+    assert Image.open(io.BytesIO(response.content)).size == (100, 100)
+
+
+def test_exif_rotated_portrait_comes_back_upright(stack):
+    upright = Image.open(photo(ASTRONAUT)).crop((0, 0, 384, 512))  # a portrait
+    stored = upright.transpose(Image.Transpose.ROTATE_90)
+    exif = stored.getexif()
+    exif[0x0112] = 6
+    rotated = crop(stack, encoded(stored, "JPEG", exif=exif, quality=95), {"width": 128, "height": 128})
+    reference = crop(stack, encoded(upright, "JPEG", quality=95), {"width": 128, "height": 128})
+    assert np.allclose(crop_rect(rotated), crop_rect(reference), atol=2)  # JPEG noise moves the face a pixel
+    output = Image.open(io.BytesIO(rotated.content))
+    assert output.size == (128, 128)
+    assert output.getexif().get(0x0112) is None
+    difference = np.abs(np.asarray(output, dtype=int) - np.asarray(Image.open(io.BytesIO(reference.content)), dtype=int))
+    assert difference.mean() < 6
+
+
+@pytest.mark.parametrize(
+    "params,name",
+    [({"width": "0"}, "width"), ({"height": "5000"}, "height"), ({"zoom": "2"}, "zoom"), ({"gravity": "up"}, "gravity"),
+     ({"faces": "two"}, "faces"), ({"fit": "fill"}, "fit"), ({"format": "tiff"}, "format"), ({"quality": "0"}, "quality"),
+     ({"min_confidence": "-1"}, "min_confidence")],
+)
+def test_bad_crop_parameters(stack, params, name):
+    response = crop(stack, photo(ASTRONAUT).read_bytes(), params)
+    assert response.status_code == 400
+    assert response.json()["error"] == {"code": "invalid_parameter", "parameter": name, "message": response.json()["error"]["message"]}
+
+
+def test_detect_errors_apply_to_crop(stack):
+    assert requests.post(f"{stack.gateway}/v1/crop", timeout=10).json()["error"]["code"] == "missing_image"
+    assert crop(stack, b"not an image").status_code == 415
