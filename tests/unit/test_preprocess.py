@@ -17,14 +17,25 @@ def test_canonical_shapes_pad_the_short_side(size, expected):
     assert canonical_shape(*size, target_size=1024, pad_multiple=256) == expected
 
 
-def test_model_input_is_mean_subtracted_and_zero_padded():
-    pixels = np.full((300, 200, 3), (10, 20, 30), dtype=np.uint8)
-    model_input = to_model_input(pixels, target_size=1024, pad_multiple=256)
-    assert model_input.tensor.shape == (1, 3, 1024, 768)
-    assert model_input.tensor.dtype == np.float32
+PIXELS = np.full((300, 200, 3), (10, 20, 30), dtype=np.uint8)
+CONTENT_WIDTH = round(200 * 1024 / 300)
+
+
+def test_float32_input_is_mean_subtracted_nchw_and_zero_padded():
+    model_input = to_model_input(PIXELS, target_size=1024, pad_multiple=256, wire_format="float32")
+    assert model_input.tensor.shape == (1, 3, 1024, 768) and model_input.tensor.dtype == np.float32
+    assert model_input.size == (1024, 768)
     assert model_input.scale == pytest.approx(1024 / 300)
-    content_width = round(200 * 1024 / 300)
     np.testing.assert_allclose(model_input.tensor[0, :, 5, 5], [10 - 104, 20 - 117, 30 - 123])
-    assert not model_input.tensor[0, :, :, content_width:].any()
-    np.testing.assert_allclose(model_input.tensor[0, :, :, content_width - 1].mean(axis=1), [-94, -97, -93])
-    assert BGR_MEAN.ravel().tolist() == [104, 117, 123]
+    assert not model_input.tensor[0, :, :, CONTENT_WIDTH:].any()
+
+
+def test_uint8_input_is_nhwc_padded_with_the_mean_colour():
+    model_input = to_model_input(PIXELS, target_size=1024, pad_multiple=256, wire_format="uint8")
+    assert model_input.tensor.shape == (1, 1024, 768, 3) and model_input.tensor.dtype == np.uint8
+    assert model_input.size == (1024, 768)
+    assert model_input.tensor[0, 5, 5].tolist() == [10, 20, 30]
+    assert (model_input.tensor[0, :, CONTENT_WIDTH:] == BGR_MEAN).all()
+    centred = model_input.tensor.astype(np.float32) - BGR_MEAN
+    reference = to_model_input(PIXELS, 1024, 256, "float32").tensor
+    np.testing.assert_array_equal(centred.transpose(0, 3, 1, 2), reference)

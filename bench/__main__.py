@@ -1,0 +1,176 @@
+"""`make bench` (python -m bench): one run, side by side, on the shared real photos.
+
+Scenarios, all at the gateway's resize policy and the same onnxruntime thread count:
+  model only         onnxruntime on the preprocessed tensors (the floor)
+  in-process         the gateway's decode -> preprocess -> onnxruntime -> postprocess, as a library
+  tiny-retinaface    the peer, in-process on the same decoded images at the same size
+  service c=N        HTTP -> gateway -> gRPC -> Triton, closed loop at concurrency N (loopback)
+
+By default it starts its own local Triton + gateway on free ports; `--url` (and
+`--triton-url` for batch statistics) measures a running deployment instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import sys
+import threading
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+import cv2
+import numpy as np
+import requests
+
+from bench.harness import Measurement, closed_loop
+from bench.onnx_model import OnnxModel
+from gateway.config import Settings
+from gateway.decode import decode_image
+from gateway.params import DetectOptions
+from gateway.pipeline import run_detection
+from gateway.postprocess import detect_faces
+from gateway.preprocess import to_model_input
+from local_triton.processes import PRODUCTION_REPOSITORY, running_gateway, running_stack
+
+FACES = Path(__file__).resolve().parent.parent.parent / "shared" / "faces"
+PHOTO_SETS = ("demo", "dlib_voc_faces", "facemask", "wider_val_416sq")
+
+
+def load_photos() -> list[bytes]:
+    paths = sorted(FACES.glob("demo/*.jpg")) + sorted(p for name in PHOTO_SETS[1:] for p in (FACES / name / "images").glob("*.jpg"))
+    if not paths:
+        sys.exit(f"no photos under {FACES}: the checkout needs ../shared/faces beside it")
+    return [p.read_bytes() for p in paths]
+
+
+def service_call(url: str):
+    local = threading.local()
+
+    def call(data: bytes) -> None:
+        session = getattr(local, "session", None) or setattr(local, "session", requests.Session()) or local.session
+        response = session.post(f"{url}/v1/detect", data=data, headers={"Content-Type": "image/jpeg"}, timeout=60)
+        response.raise_for_status()
+
+    return call
+
+
+def worker_rss_mib(gateway_pid: int) -> list[float]:
+    """Resident memory of each gunicorn worker (children of the master)."""
+    sizes = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+        except OSError:
+            continue
+        if fields.get("PPid", "").strip() == str(gateway_pid):
+            sizes.append(int(fields["VmRSS"].split()[0]) / 1024)
+    return sorted(sizes)
+
+
+def triton_batch_statistics(triton_http: str, model_name: str) -> str:
+    stats = requests.get(f"{triton_http}/v2/models/{model_name}/stats", timeout=10).json()["model_stats"][0]
+    sizes = ", ".join(f"{s['batch_size']}x{s['compute_infer']['count']}" for s in stats["batch_stats"])
+    return f"{stats['inference_count']} inferences in {stats['execution_count']} executions (batch size x executions: {sizes})"
+
+
+def table(rows: list[Measurement], reference: Measurement, best_in_process: Measurement) -> str:
+    lines = [
+        "| scenario | images | p50 ms | p95 ms | images/s | p50 / in-process | images/s / best in-process |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for m in rows:
+        lines.append(
+            f"| {m.name} | {m.count} | {m.percentile_ms(50):.1f} | {m.percentile_ms(95):.1f} | {m.throughput:.1f} "
+            f"| {m.percentile_ms(50) / reference.percentile_ms(50):.2f} | {m.throughput / best_in_process.throughput:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--url", help="measure a running gateway instead of starting a local stack")
+    parser.add_argument("--triton-url", help="Triton HTTP address of that deployment, for batch statistics")
+    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="onnxruntime threads, in-process and in the local Triton")
+    parser.add_argument("--count", type=int, default=400, help="most calls per scenario")
+    parser.add_argument("--seconds", type=float, default=45, help="most seconds per scenario")
+    parser.add_argument("--results", type=Path, help="also write the report (markdown) to this file")
+    args = parser.parse_args()
+
+    settings = Settings()
+    options = DetectOptions()
+    photos = load_photos()
+    decoded = [decode_image(data, settings.max_pixels).pixels for data in photos]
+    model = OnnxModel(str(PRODUCTION_REPOSITORY / settings.model_name / "1" / "model.onnx"), args.threads)
+    inputs = [to_model_input(pixels, settings.target_size, settings.pad_multiple, settings.wire_format) for pixels in decoded]
+    rgb_resized = [cv2.cvtColor(cv2.resize(p, m.size[::-1]), cv2.COLOR_BGR2RGB) for p, m in zip(decoded, inputs)]
+    bounds = {"max_count": args.count, "max_seconds": args.seconds}
+
+    def pipeline(data: bytes) -> None:
+        run_detection(data, model, settings, options)
+
+    from retinaface import detect_faces as peer_detect_faces
+
+    rows = [
+        closed_loop("model only (onnxruntime)", lambda m: model.run(m.tensor), inputs, 1, **bounds),
+        closed_loop("in-process pipeline c=1", pipeline, photos, 1, **bounds),
+        closed_loop("in-process pipeline c=2", pipeline, photos, 2, **bounds),
+        closed_loop("tiny-retinaface (peer)", lambda rgb: peer_detect_faces(rgb, score_threshold=0.5), rgb_resized, 1, **bounds),
+    ]
+    reference = rows[1]
+    best_in_process = max(rows[1:3], key=lambda m: m.throughput)
+
+    def postprocess(i: int, outputs) -> int:
+        return len(detect_faces(outputs, inputs[i].size, inputs[i].scale, decoded[i].shape[:2], options))
+
+    crowded = max(range(14), key=lambda i: postprocess(i, model(inputs[i].tensor)))
+    outputs = model(inputs[crowded].tensor)
+    post = closed_loop("postprocess only", lambda _: postprocess(crowded, outputs), [None], 1, max_count=200, max_seconds=10)
+    face_count = postprocess(crowded, outputs)
+
+    extra_env = {"FACECROP_WORKERS": os.environ.get("FACECROP_WORKERS", "2")}
+    stack_context = nullcontext(None) if args.url else running_stack("bench", extra_env, intra_op_threads=args.threads)
+    with stack_context as stack:
+        url = args.url or stack.gateway
+        triton_http = args.triton_url or (stack.triton_http if stack else None)
+        call = service_call(url)
+        rss_before = worker_rss_mib(stack.gateway_process.pid) if stack else []
+        for concurrency in (1, 4, 16):
+            rows.append(closed_loop(f"service c={concurrency}", call, photos, concurrency, warmup=4, **bounds))
+        rss_after = worker_rss_mib(stack.gateway_process.pid) if stack else []
+        if stack:  # the other wire format, through a second gateway on the same Triton
+            other = "float32" if settings.wire_format == "uint8" else "uint8"
+            with running_gateway(stack.triton_grpc, {**extra_env, "FACECROP_WIRE_FORMAT": other}) as other_url:
+                for concurrency in (1, 16):
+                    rows.append(closed_loop(f"service c={concurrency}, {other} wire", service_call(other_url), photos, concurrency, warmup=4, **bounds))
+        batching = triton_batch_statistics(triton_http, settings.model_name) if triton_http else "n/a (no --triton-url)"
+
+    by_name = {m.name: m for m in rows}
+    report = [
+        f"# make bench ({datetime.date.today().isoformat()})",
+        "",
+        f"Command: `make bench` | machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()} | "
+        f"onnxruntime threads: {args.threads} | photos: {len(photos)} (../shared/faces: {', '.join(PHOTO_SETS)}) | "
+        f"target size {settings.target_size}, pad multiple {settings.pad_multiple} | wire: {settings.wire_format} | "
+        f"gateway workers: {extra_env['FACECROP_WORKERS']} | service: {url}",
+        "",
+        table(rows, reference, best_in_process),
+        "",
+        f"- service c=1 p50 / in-process p50: **{by_name['service c=1'].percentile_ms(50) / reference.percentile_ms(50):.2f}x** (target <= 1.15)",
+        f"- service c=16 images/s / best in-process images/s: **{by_name['service c=16'].throughput / best_in_process.throughput:.2f}x** (target >= 0.9)",
+        f"- postprocess on the most crowded demo photo ({face_count} faces): p50 {post.percentile_ms(50):.2f} ms, p95 {post.percentile_ms(95):.2f} ms (target < 5)",
+        f"- gateway worker RSS (MiB): before {['%.0f' % r for r in rss_before]}, after {['%.0f' % r for r in rss_after]} (target < 150, flat)",
+        f"- Triton batching: {batching}",
+    ]
+    text = "\n".join(report)
+    print(text)
+    if args.results:
+        args.results.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,30 @@
+"""The uint8 wire model finds exactly what the original float32 model finds, on real photos."""
+
+import numpy as np
+import pytest
+
+from bench.onnx_model import OnnxModel
+from gateway.config import Settings
+from gateway.params import DetectOptions
+from gateway.pipeline import run_detection
+from local_triton.processes import PRODUCTION_REPOSITORY
+from tests.conftest import photo
+
+
+@pytest.fixture(scope="module")
+def models():
+    return {
+        fmt: OnnxModel(str(PRODUCTION_REPOSITORY / name / "1" / "model.onnx"), threads=2)
+        for fmt, name in (("uint8", "retinaface_uint8"), ("float32", "retinaface"))
+    }
+
+
+@pytest.mark.parametrize("name", ["demo/widertest_20_Family_Group_Family_Group_20_435.jpg", "demo/skimage_astronaut.jpg"])
+def test_same_faces_from_both_wire_formats(models, name):
+    data = photo(name).read_bytes()
+    options = DetectOptions(min_confidence=2, max_faces=1000)
+    results = {fmt: run_detection(data, model, Settings(wire_format=fmt), options).detections for fmt, model in models.items()}
+    assert len(results["uint8"]) == len(results["float32"]) > 0
+    np.testing.assert_allclose(results["uint8"].scores, results["float32"].scores, atol=1e-5)
+    np.testing.assert_allclose(results["uint8"].boxes, results["float32"].boxes, atol=0.05)
+    np.testing.assert_allclose(results["uint8"].landmarks, results["float32"].landmarks, atol=0.05)
