@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 MODEL := model_repository/retinaface_uint8/1/model.onnx
 
-.PHONY: serve stop test bench model venv clean
+.PHONY: serve stop test bench soak model venv clean
 
 # The virtual environment, from the exact pins in the lock files (no resolution at install).
 $(VENV)/.installed: requirements-dev.lock gateway/requirements.lock
@@ -35,6 +35,10 @@ test: $(MODEL)
 
 bench: $(MODEL)
 	$(PY) -m bench --results build/bench-results.md
+
+# Five minutes at the measured capacity on loopback; prints a table, fails on errors or memory growth.
+soak: $(MODEL)
+	$(PY) -m bench.soak
 
 clean:
 	rm -rf $(VENV) build $(MODEL)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, current_app, jsonify, request
+from flask import Blueprint, Response, current_app, g, jsonify, request
 
 from gateway.crop import plan_crop, render_crop
 from gateway.encode import CONTENT_TYPES, encode_image, output_format
 from gateway.errors import OutputTooLarge
+from gateway.observe import note
 from gateway.params import CROP_PARAMETERS, DETECT_PARAMETERS, parse_crop_options, parse_detect_options
 from gateway.pipeline import DetectionResult, run_detection
 from gateway.postprocess import face_objects
@@ -18,7 +19,9 @@ bp = Blueprint("api", __name__)
 def _detect(values: dict[str, str]) -> tuple[DetectionResult, list[dict]]:
     services = current_app.extensions["facecrop"]
     options = parse_detect_options(values)
-    result = run_detection(read_image_bytes(request), services.model, services.settings, options)
+    result = run_detection(read_image_bytes(request), services.model, services.settings, options, g.timer)
+    height, width = result.image.pixels.shape[:2]
+    note(image={"width": width, "height": height, "format": result.image.format}, faces=len(result.detections))
     return result, face_objects(result.detections, options.landmarks)
 
 
@@ -53,5 +56,8 @@ def crop():
         output = {"width": plan.output[0], "height": plan.output[1]}
         return jsonify(image=size, crop=crop_json, output=output, faces=faces), 200, headers
     fmt = output_format(options.format, result.image.format)
-    body = encode_image(render_crop(result.image.pixels, plan), fmt, options.quality)
+    with g.timer.stage("crop"):
+        pixels = render_crop(result.image.pixels, plan)
+    with g.timer.stage("encode"):
+        body = encode_image(pixels, fmt, options.quality)
     return Response(body, content_type=CONTENT_TYPES[fmt], headers=headers)

@@ -1,13 +1,14 @@
-"""The Flask app factory: wires settings, the model and the blueprints; no logic of its own."""
+"""The Flask app factory: wires settings, the model, the hooks and the blueprints; no logic of its own."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from flask import Flask, jsonify
 from werkzeug.exceptions import HTTPException
 
-from gateway import api, health
+from gateway import access, api, health, observe
 from gateway.config import Settings
 from gateway.errors import ApiError, PayloadTooLarge
 from gateway.infer import TritonModel
@@ -33,19 +34,38 @@ def create_app(settings: Settings | None = None, model: Model | None = None) -> 
     app.config["MAX_CONTENT_LENGTH"] = settings.max_upload_bytes
     app.json.sort_keys = False
     app.extensions["facecrop"] = Services(settings=settings, model=model)
-    app.register_blueprint(api.bp)
-    app.register_blueprint(health.bp)
+    observe.configure_logging()
+    limit = access.InFlightLimit(settings.max_in_flight)
+
+    app.before_request(observe.start_request)
+    app.before_request(lambda: access.guard_api(settings.api_keys, limit))
+    app.after_request(lambda response: access.add_headers(response, settings.cors_origins))
+    app.after_request(observe.finish_request)
+    app.teardown_request(lambda error: limit.release())
+    app.teardown_request(observe.end_request)
+
+    for blueprint in (api.bp, health.bp, observe.bp):
+        app.register_blueprint(blueprint)
     app.register_error_handler(ApiError, _api_error)
     app.register_error_handler(HTTPException, _http_error)
+    app.register_error_handler(Exception, _unexpected_error)
     return app
 
 
 def _api_error(error: ApiError):
-    return jsonify(error.to_json()), error.status
+    observe.note(error=error.code)
+    return jsonify(error.to_json()), error.status, error.headers
 
 
 def _http_error(error: HTTPException):
     if error.code == 413:
         return _api_error(PayloadTooLarge("the request body is larger than the upload limit"))
     code = (error.name or "error").lower().replace(" ", "_")
+    observe.note(error=code)
     return jsonify({"error": {"code": code, "message": error.description}}), error.code
+
+
+def _unexpected_error(error: Exception):
+    logging.getLogger("facecrop").exception("unexpected error")
+    observe.note(error="internal_error")
+    return jsonify({"error": {"code": "internal_error", "message": "unexpected error; see the gateway log"}}), 500

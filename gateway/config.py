@@ -23,6 +23,9 @@ class Settings:
     max_pixels: int = 50_000_000
     infer_timeout_s: float = 10.0
     ready_timeout_s: float = 1.0
+    max_in_flight: int = 16
+    api_keys: tuple[str, ...] = ()
+    cors_origins: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> "Settings":
@@ -39,6 +42,13 @@ class Settings:
         FACECROP_MAX_PIXELS        largest accepted width x height, from the header (50,000,000)
         FACECROP_INFER_TIMEOUT_S   deadline of one Triton inference call (10)
         FACECROP_READY_TIMEOUT_S   deadline of Triton's readiness check behind /readyz (1)
+        FACECROP_MAX_IN_FLIGHT     API requests one worker process handles at once; more get
+                                   429 with Retry-After at once (16)
+        FACECROP_API_KEYS          comma-separated keys required as `Authorization: Bearer KEY`
+                                   on the API (none: no authentication)
+        FACECROP_API_KEYS_FILE     file with more keys, one a line (a mounted secret)
+        FACECROP_CORS_ORIGINS      comma-separated origins allowed to call the API from a
+                                   browser (none: CORS off)
         """
         wire_format = environ.get("FACECROP_WIRE_FORMAT", cls.wire_format)
         settings = cls(
@@ -51,6 +61,9 @@ class Settings:
             max_pixels=int(environ.get("FACECROP_MAX_PIXELS", cls.max_pixels)),
             infer_timeout_s=float(environ.get("FACECROP_INFER_TIMEOUT_S", cls.infer_timeout_s)),
             ready_timeout_s=float(environ.get("FACECROP_READY_TIMEOUT_S", cls.ready_timeout_s)),
+            max_in_flight=int(environ.get("FACECROP_MAX_IN_FLIGHT", cls.max_in_flight)),
+            api_keys=_api_keys(environ),
+            cors_origins=_words(environ.get("FACECROP_CORS_ORIGINS", "")),
         )
         settings.validate()
         return settings
@@ -59,7 +72,22 @@ class Settings:
         """Refuse settings the model cannot run with (its strides need multiples of 32)."""
         if self.wire_format not in DEFAULT_MODELS:
             raise ValueError(f"FACECROP_WIRE_FORMAT must be one of {', '.join(DEFAULT_MODELS)}")
+        if self.max_in_flight < 1:
+            raise ValueError("FACECROP_MAX_IN_FLIGHT must be at least 1")
         if self.target_size <= 0 or self.target_size % 32:
             raise ValueError("FACECROP_TARGET_SIZE must be a positive multiple of 32")
         if self.pad_multiple <= 0 or self.pad_multiple % 32:
             raise ValueError("FACECROP_PAD_MULTIPLE must be a positive multiple of 32")
+
+
+def _words(text: str, separator: str = ",") -> tuple[str, ...]:
+    return tuple(word.strip() for word in text.split(separator) if word.strip())
+
+
+def _api_keys(environ: Mapping[str, str]) -> tuple[str, ...]:
+    keys = _words(environ.get("FACECROP_API_KEYS", ""))
+    path = environ.get("FACECROP_API_KEYS_FILE")
+    if path:
+        with open(path, encoding="utf-8") as lines:
+            keys += _words(lines.read(), "\n")
+    return keys

@@ -8,6 +8,7 @@ class ApiError(Exception):
 
     status = 400
     code = "bad_request"
+    headers: dict[str, str] = {}
 
     def __init__(self, message: str):
         super().__init__(message)
@@ -56,3 +57,13 @@ class BackendTimeout(ApiError):
 
 class OutputTooLarge(ApiError):
     status, code = 400, "output_too_large"
+
+
+class Unauthorized(ApiError):
+    status, code = 401, "unauthorized"
+    headers = {"WWW-Authenticate": "Bearer"}
+
+
+class Overloaded(ApiError):
+    status, code = 429, "overloaded"
+    headers = {"Retry-After": "1"}

@@ -2,19 +2,25 @@
 
 FACECROP_BIND     address to listen on [127.0.0.1:8080]; the container sets 0.0.0.0:8080
 FACECROP_WORKERS  worker processes [2]
-FACECROP_THREADS  threads per worker (gthread) [4]
+FACECROP_THREADS  threads per worker (gthread) [20]: more than FACECROP_MAX_IN_FLIGHT (16),
+                  so requests over the in-flight limit are answered 429 at once
 """
 
 import os
+import shutil
+import tempfile
+
+METRICS_DIR_PREFIX = "facecrop-metrics-"
 
 wsgi_app = "gateway.wsgi:app"
 bind = os.environ.get("FACECROP_BIND", "127.0.0.1:8080")
 workers = int(os.environ.get("FACECROP_WORKERS", "2"))
 worker_class = "gthread"
-threads = int(os.environ.get("FACECROP_THREADS", "4"))
+threads = int(os.environ.get("FACECROP_THREADS", "20"))
 timeout = 30
 graceful_timeout = 10
-accesslog = "-"
+# The gateway writes its own JSON line per request (gateway/observe.py).
+accesslog = None
 # Worker heartbeat files in memory: nothing on disk, and a read-only root filesystem works.
 worker_tmp_dir = "/dev/shm"
 # gunicorn's runtime control socket is not used; it would be a file under $HOME.
@@ -37,3 +43,22 @@ def post_fork(server, worker):
         ctypes.CDLL(ctypes.util.find_library("c")).mallopt(m_mmap_threshold, 1024 * 1024)
     except (OSError, AttributeError):  # not glibc: nothing to tune
         pass
+
+
+def on_starting(server):
+    """Give the workers a fresh directory in memory for Prometheus' multiprocess metrics."""
+    if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix=METRICS_DIR_PREFIX, dir="/dev/shm")
+
+
+def child_exit(server, worker):
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server):
+    """Remove the metrics directory if on_starting made it (never one the operator gave)."""
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
+    if os.path.basename(directory).startswith(METRICS_DIR_PREFIX):
+        shutil.rmtree(directory, ignore_errors=True)

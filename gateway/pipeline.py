@@ -12,6 +12,7 @@ from gateway.decode import DecodedImage, decode_image
 from gateway.params import DetectOptions
 from gateway.postprocess import Detections, ModelOutputs, detect_faces
 from gateway.preprocess import to_model_input
+from gateway.timing import StageTimer
 
 Model = Callable[[np.ndarray], ModelOutputs]
 
@@ -22,10 +23,17 @@ class DetectionResult:
     detections: Detections
 
 
-def run_detection(data: bytes, model: Model, settings: Settings, options: DetectOptions) -> DetectionResult:
+def run_detection(
+    data: bytes, model: Model, settings: Settings, options: DetectOptions, timer: StageTimer | None = None
+) -> DetectionResult:
     """Detect faces in encoded image bytes with `model` (Triton, or onnxruntime in-process)."""
-    image = decode_image(data, settings.max_pixels)
-    model_input = to_model_input(image.pixels, settings.target_size, settings.pad_multiple, settings.wire_format)
-    outputs = model(model_input.tensor)
-    detections = detect_faces(outputs, model_input.size, model_input.scale, image.pixels.shape[:2], options)
+    timer = timer or StageTimer()
+    with timer.stage("decode"):
+        image = decode_image(data, settings.max_pixels)
+    with timer.stage("preprocess"):
+        model_input = to_model_input(image.pixels, settings.target_size, settings.pad_multiple, settings.wire_format)
+    with timer.stage("infer"):
+        outputs = model(model_input.tensor)
+    with timer.stage("postprocess"):
+        detections = detect_faces(outputs, model_input.size, model_input.scale, image.pixels.shape[:2], options)
     return DetectionResult(image=image, detections=detections)

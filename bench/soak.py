@@ -1,0 +1,94 @@
+"""`make soak`: the service at its measured capacity for five minutes, loopback only.
+
+Measures capacity (closed loop at concurrency 16), then keeps the service there with the
+same closed loop for `--seconds`, sampling memory every `--sample` seconds. Prints the
+error count, latency percentiles, and the growth of gateway and Triton memory after
+warm-up (the bar: under 5%). Bounded in time; stops by itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import requests
+
+from bench.__main__ import load_photos, worker_rss_mib
+from bench.harness import closed_loop
+from local_triton.processes import running_stack
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def triton_rss_mib(triton_pid: int) -> float:
+    """tritonserver plus its Python-backend stubs (its children)."""
+    children = Path(f"/proc/{triton_pid}/task/{triton_pid}/children").read_text().split()
+    return rss_mib(triton_pid) + sum(rss_mib(int(pid)) for pid in children)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=300)
+    parser.add_argument("--warmup", type=float, default=60, help="memory growth is measured from here on")
+    parser.add_argument("--sample", type=float, default=15)
+    parser.add_argument("--concurrency", type=int, default=16)
+    args = parser.parse_args()
+    photos = load_photos()
+
+    with running_stack("soak", intra_op_threads=2) as stack:
+        local = threading.local()
+
+        def call(data: bytes) -> int:
+            session = getattr(local, "session", None) or setattr(local, "session", requests.Session()) or local.session
+            try:
+                return session.post(f"{stack.gateway}/v1/detect", data=data, headers={"Content-Type": "image/jpeg"}, timeout=30).status_code
+            except requests.RequestException:
+                return 0
+
+        capacity = closed_loop("capacity", call, photos, args.concurrency, max_count=10**9, max_seconds=20, warmup=4)
+        print(f"capacity: {capacity.throughput:.1f} images/s at concurrency {args.concurrency}", flush=True)
+
+        statuses: list[int] = []
+        samples: list[tuple[float, float, float]] = []  # (seconds in, gateway MiB, Triton MiB)
+        started = time.monotonic()
+        done = threading.Event()
+
+        def sample_memory() -> None:
+            while not done.wait(args.sample):
+                gateway = sum(worker_rss_mib(stack.gateway_process.pid)) + rss_mib(stack.gateway_process.pid)
+                samples.append((time.monotonic() - started, gateway, triton_rss_mib(stack.triton_process.pid)))
+                print(f"  {samples[-1][0]:5.0f} s  gateway {gateway:6.1f} MiB  triton {samples[-1][2]:6.1f} MiB  requests {len(statuses)}", flush=True)
+
+        sampler = threading.Thread(target=sample_memory, daemon=True)
+        sampler.start()
+        soak = closed_loop("soak", lambda data: statuses.append(call(data)), photos, args.concurrency, max_count=10**9, max_seconds=args.seconds, warmup=0)
+        done.set()
+        sampler.join()
+
+    errors = sum(1 for s in statuses if s != 200)
+    settled = [s for s in samples if s[0] >= args.warmup] or samples
+    growth = [(settled[-1][i] - settled[0][i]) / settled[0][i] * 100 for i in (1, 2)]
+    print()
+    print("| soak | value |")
+    print("|---|---:|")
+    print(f"| duration | {soak.wall_s:.0f} s at concurrency {args.concurrency} |")
+    print(f"| requests | {soak.count} ({soak.throughput:.1f}/s; capacity {capacity.throughput:.1f}/s) |")
+    print(f"| errors (non-200) | {errors} |")
+    print(f"| latency p50 / p95 / p99 | {soak.percentile_ms(50):.0f} / {soak.percentile_ms(95):.0f} / {soak.percentile_ms(99):.0f} ms |")
+    print(f"| gateway memory after warm-up | {settled[0][1]:.0f} -> {settled[-1][1]:.0f} MiB ({growth[0]:+.1f}%) |")
+    print(f"| Triton memory after warm-up | {settled[0][2]:.0f} -> {settled[-1][2]:.0f} MiB ({growth[1]:+.1f}%) |")
+    verdict = errors == 0 and max(growth) < 5
+    print(f"\n{'PASS' if verdict else 'FAIL'}: zero errors and memory growth under 5% after warm-up")
+    raise SystemExit(0 if verdict else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""Backend faults: Triton missing or stopped mid-traffic, a gateway worker killed mid-request."""
+
+import os
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import requests
+
+from local_triton.processes import BUILD_DIR, TritonPorts, free_port, running_stack, start_gateway, start_triton, stop, wait_until_ok
+from tests.conftest import LOGS, photo
+
+
+@pytest.fixture
+def orphan_gateway():
+    """A gateway whose Triton address has nothing listening (yet)."""
+    LOGS.mkdir(parents=True, exist_ok=True)
+    ports = TritonPorts(http=free_port(), grpc=free_port(), metrics=free_port())
+    port = free_port()
+    gateway = start_gateway(port, f"127.0.0.1:{ports.grpc}", log_path=LOGS / "orphan-gateway.log")
+    wait_until_ok(f"http://127.0.0.1:{port}/healthz", gateway, timeout_s=60)
+    yield f"http://127.0.0.1:{port}", ports
+    stop(gateway)
+
+
+def test_unavailable_backend_gets_a_quick_503_then_recovers(orphan_gateway):
+    url, ports = orphan_gateway
+    data = photo("demo/skimage_astronaut.jpg").read_bytes()
+    for _ in range(3):
+        started = time.monotonic()
+        response = requests.post(f"{url}/v1/detect", files={"image": data}, timeout=10)
+        assert time.monotonic() - started < 2
+        assert response.status_code == 503
+        assert response.json()["error"]["code"] == "backend_unavailable"
+    assert requests.get(f"{url}/readyz", timeout=5).status_code == 503
+    assert requests.get(f"{url}/healthz", timeout=5).status_code == 200
+
+    triton = start_triton(ports, BUILD_DIR / "test-recovery", intra_op_threads=1, log_path=LOGS / "recovery-triton.log")
+    try:
+        wait_until_ok(f"http://127.0.0.1:{ports.http}/v2/health/ready", triton, timeout_s=180)
+        deadline = time.monotonic() + 10
+        while requests.get(f"{url}/readyz", timeout=5).status_code != 200:
+            assert time.monotonic() < deadline, "gateway did not notice Triton coming back"
+            time.sleep(0.2)
+        response = requests.post(f"{url}/v1/detect", files={"image": data}, timeout=30)
+        assert response.status_code == 200 and len(response.json()["faces"]) == 1
+    finally:
+        stop(triton)
+
+
+def worker_pids(gateway_pid: int) -> list[int]:
+    children = Path(f"/proc/{gateway_pid}/task/{gateway_pid}/children").read_text().split()
+    return [int(pid) for pid in children]
+
+
+def test_triton_stopped_while_requests_flow(tmp_path):
+    data = photo("demo/skimage_astronaut.jpg").read_bytes()
+    with running_stack("faults", {"FACECROP_WORKERS": "1"}, intra_op_threads=1) as stack:
+        outcomes = []
+        stop_flowing = threading.Event()
+
+        def flow() -> None:
+            session = requests.Session()
+            while not stop_flowing.is_set():
+                started = time.monotonic()
+                try:
+                    status = session.post(f"{stack.gateway}/v1/detect", files={"image": data}, timeout=10).status_code
+                except requests.RequestException as error:
+                    status = type(error).__name__
+                outcomes.append((time.monotonic(), status, time.monotonic() - started))
+
+        flowing = [threading.Thread(target=flow) for _ in range(3)]
+        for thread in flowing:
+            thread.start()
+        time.sleep(1.5)
+        stopped_at = time.monotonic()
+        stop(stack.triton_process)
+        time.sleep(3)
+        ready = requests.get(f"{stack.gateway}/readyz", timeout=5)
+        stop_flowing.set()
+        for thread in flowing:
+            thread.join(15)
+    before = [status for at, status, _ in outcomes if at < stopped_at]
+    after = [(status, took) for at, status, took in outcomes if at > stopped_at + 0.5]
+    assert before and set(before) == {200}
+    assert after and {status for status, _ in after} == {503}, after[:5]
+    assert max(took for _, took in after) < 2
+    assert ready.status_code == 503 and ready.json()["error"]["code"] == "backend_unavailable"
+
+
+def test_a_killed_worker_is_replaced_and_requests_succeed_again():
+    data = photo("demo/widertest_20_Family_Group_Family_Group_20_435.jpg").read_bytes()
+    with running_stack("workers", {"FACECROP_WORKERS": "2"}, intra_op_threads=1) as stack:
+        old = worker_pids(stack.gateway_process.pid)
+        assert len(old) == 2
+        with ThreadPoolExecutor(4) as pool:
+            pending = [pool.submit(requests.post, f"{stack.gateway}/v1/detect", files={"image": data}, timeout=30) for _ in range(4)]
+            time.sleep(0.05)
+            os.kill(old[0], signal.SIGKILL)  # mid-request: four are in flight on two workers
+            for future in pending:
+                try:
+                    future.result()
+                except requests.RequestException:
+                    pass  # the request on the killed worker may be lost; the service must not be
+        deadline = time.monotonic() + 30
+        while sorted(worker_pids(stack.gateway_process.pid)) == sorted(old) or len(worker_pids(stack.gateway_process.pid)) < 2:
+            assert time.monotonic() < deadline, "the killed worker was not replaced"
+            time.sleep(0.2)
+        assert old[0] not in worker_pids(stack.gateway_process.pid)
+        for _ in range(6):
+            assert requests.post(f"{stack.gateway}/v1/detect", files={"image": data}, timeout=30).status_code == 200

@@ -1,0 +1,142 @@
+"""Operating the gateway: metrics, request ids and logs, API keys, overload, deadlines."""
+
+import json
+import re
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import requests
+from PIL import Image, PngImagePlugin
+
+from local_triton.processes import BUILD_DIR, running_gateway
+from tests.conftest import photo
+
+ASTRONAUT = "demo/skimage_astronaut.jpg"
+
+
+def post(url: str, data: bytes, path: str = "/v1/detect", **kwargs):
+    return requests.post(f"{url}{path}", files={"image": ("photo", data)}, timeout=30, **kwargs)
+
+
+def metric(text: str, name: str, **labels) -> float:
+    """The value of one sample in Prometheus text format (0 if absent)."""
+    wanted = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    for line in text.splitlines():
+        sample, _, value = line.rpartition(" ")
+        if sample.split("{")[0] == name and ",".join(sorted(re.findall(r'\w+="[^"]*"', sample))) == wanted:
+            return float(value)
+    return 0.0
+
+
+def test_metrics_count_requests_stages_and_faces(stack):
+    data = photo(ASTRONAUT).read_bytes()
+    before = requests.get(f"{stack.gateway}/metrics", timeout=10).text
+    for _ in range(3):
+        assert post(stack.gateway, data).status_code == 200
+    assert post(stack.gateway, b"junk").status_code == 415
+    assert post(stack.gateway, data, "/v1/crop", params={"width": 64}).status_code == 200
+    response = requests.get(f"{stack.gateway}/metrics", timeout=10)
+    assert response.headers["Content-Type"].startswith("text/plain")
+    after = response.text
+    ok = metric(after, "facecrop_requests_total", endpoint="/v1/detect", status="200")
+    assert ok - metric(before, "facecrop_requests_total", endpoint="/v1/detect", status="200") >= 3
+    assert metric(after, "facecrop_requests_total", endpoint="/v1/detect", status="415") >= 1
+    for stage in ("decode", "preprocess", "infer", "postprocess", "crop", "encode"):
+        assert metric(after, "facecrop_stage_duration_seconds_count", stage=stage) >= 1, stage
+    assert metric(after, "facecrop_faces_per_image_count") >= 4
+    assert "facecrop_in_flight_requests" in after
+    assert metric(after, "facecrop_request_duration_seconds_bucket", endpoint="/v1/detect", le="+Inf") >= 3
+
+
+def gateway_log(name: str = "test") -> str:
+    return (BUILD_DIR / "logs" / f"{name}-gateway.log").read_text(errors="replace")
+
+
+def log_line(request_id: str, name: str = "test") -> dict:
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        for line in gateway_log(name).splitlines():
+            if request_id in line:
+                return json.loads(line)
+        time.sleep(0.1)
+    raise AssertionError(f"no log line for {request_id}")
+
+
+def test_request_ids_and_one_json_log_line_without_image_content(stack):
+    marker = f"PIXELSECRET{uuid.uuid4().hex}"
+    info = PngImagePlugin.PngInfo()
+    info.add_text("Comment", marker)
+    image = Image.open(photo(ASTRONAUT))
+    import io
+
+    buffer = io.BytesIO()
+    image.save(buffer, "PNG", pnginfo=info)
+    request_id = f"test-{uuid.uuid4().hex}"
+    response = post(stack.gateway, buffer.getvalue(), headers={"X-Request-ID": request_id})
+    assert response.headers["X-Request-ID"] == request_id
+    line = log_line(request_id)
+    assert line["status"] == 200 and line["endpoint"] == "/v1/detect" and line["faces"] == 1
+    assert line["image"] == {"width": 512, "height": 512, "format": "PNG"}
+    assert set(line["stages_ms"]) == {"decode", "preprocess", "infer", "postprocess"}
+    generated = post(stack.gateway, b"nope", headers={"X-Request-ID": "bad id with spaces"}).headers["X-Request-ID"]
+    assert re.fullmatch(r"[0-9a-f]{32}", generated)
+    assert log_line(generated)["error"] == "unsupported_image"
+    assert marker not in gateway_log()
+
+
+@pytest.fixture(scope="module")
+def keyed_gateway(stack, tmp_path_factory):
+    keys_file = tmp_path_factory.mktemp("keys") / "keys"
+    keys_file.write_text("file-key-1\n\nfile-key-2\n")
+    env = {"FACECROP_API_KEYS": "env-key", "FACECROP_API_KEYS_FILE": str(keys_file), "FACECROP_WORKERS": "1"}
+    with running_gateway(stack.triton_grpc, env, name="keyed") as url:
+        yield url
+
+
+@pytest.mark.parametrize("header", [None, "Bearer wrong", "Basic env-key", "Bearer ", "env-key"])
+def test_api_keys_are_required_when_configured(keyed_gateway, header):
+    headers = {"Authorization": header} if header is not None else {}
+    response = post(keyed_gateway, photo(ASTRONAUT).read_bytes(), headers=headers)
+    assert response.status_code == 401
+    assert response.headers["WWW-Authenticate"] == "Bearer"
+    assert response.json()["error"]["code"] == "unauthorized"
+
+
+@pytest.mark.parametrize("key", ["env-key", "file-key-1", "file-key-2"])
+def test_valid_keys_pass_and_health_stays_open(keyed_gateway, key):
+    response = post(keyed_gateway, photo(ASTRONAUT).read_bytes(), headers={"Authorization": f"Bearer {key}"})
+    assert response.status_code == 200
+    for path in ("/healthz", "/readyz", "/metrics"):
+        assert requests.get(f"{keyed_gateway}{path}", timeout=5).status_code == 200
+
+
+def test_requests_over_the_in_flight_limit_get_429_at_once(stack):
+    env = {"FACECROP_WORKERS": "1", "FACECROP_THREADS": "8", "FACECROP_MAX_IN_FLIGHT": "1"}
+    data = photo("demo/widertest_20_Family_Group_Family_Group_20_435.jpg").read_bytes()
+    with running_gateway(stack.triton_grpc, env, name="limited") as url:
+
+        def timed(index: int):
+            started = time.monotonic()
+            response = post(url, data, headers={"X-Request-ID": f"limited-{index}"})
+            return response, time.monotonic() - started
+
+        with ThreadPoolExecutor(6) as pool:
+            results = list(pool.map(timed, range(6)))
+    statuses = sorted(r.status_code for r, _ in results)
+    assert 200 in statuses and 429 in statuses and set(statuses) <= {200, 429}
+    rejected = [(r, t) for r, t in results if r.status_code == 429]
+    for response, _ in rejected:
+        assert response.headers["Retry-After"] == "1"
+        assert response.json()["error"]["code"] == "overloaded"
+        # answered without waiting for the admitted request to finish (only for the GIL)
+        assert log_line(response.headers["X-Request-ID"], "limited")["duration_ms"] < 500
+    assert min(t for _, t in rejected) < 1.0
+
+
+def test_a_call_over_its_deadline_is_answered_504(stack):
+    with running_gateway(stack.triton_grpc, {"FACECROP_INFER_TIMEOUT_S": "0.001", "FACECROP_WORKERS": "1"}, name="deadline") as url:
+        response = post(url, photo(ASTRONAUT).read_bytes())
+    assert response.status_code == 504
+    assert response.json()["error"]["code"] == "backend_timeout"

@@ -1,0 +1,30 @@
+"""Property-based fuzzing of the decoder entry and the parameter parsers: only API errors escape."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.decode import decode_image
+from gateway.errors import ApiError, InvalidParameter
+from gateway.params import CROP_PARAMETERS, DETECT_PARAMETERS, parse_crop_options, parse_detect_options
+from tests.integration.test_hostile_input import CLEAN, MAGIC
+
+
+@settings(max_examples=400, deadline=None)
+@given(prefix=st.sampled_from(MAGIC + [d[:64] for d in CLEAN.values()]), body=st.binary(max_size=4096))
+def test_decoder_raises_only_api_errors(prefix, body):
+    try:
+        image = decode_image(prefix + body, max_pixels=4_000_000)
+    except ApiError as error:
+        assert error.status in (400, 413, 415)
+    else:
+        assert image.pixels.ndim == 3 and image.pixels.shape[2] == 3
+
+
+@settings(max_examples=400, deadline=None)
+@given(values=st.dictionaries(st.sampled_from(sorted(DETECT_PARAMETERS | CROP_PARAMETERS)), st.text(max_size=30), max_size=6))
+def test_parsers_raise_only_invalid_parameter(values):
+    try:
+        parse_detect_options(values)
+        parse_crop_options(values)
+    except InvalidParameter as error:
+        assert error.parameter in values
