@@ -9,10 +9,11 @@ MODEL := model_repository/retinaface_uint8/1/model.onnx
 .PHONY: serve stop test bench soak model venv clean
 
 # The virtual environment, from the exact pins in the lock files (no resolution at install).
-$(VENV)/.installed: requirements-dev.lock gateway/requirements.lock
+$(VENV)/.installed: requirements-dev.lock gateway/requirements.lock client/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip==25.3
 	$(PY) -m pip install --quiet --no-deps --requirement requirements-dev.lock
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation --editable ./client
 	touch $@
 
 venv: $(VENV)/.installed
@@ -30,7 +31,12 @@ serve: $(MODEL)
 stop:
 	@if [ -f build/serve.pid ]; then kill $$(cat build/serve.pid) && echo "stopping facecrop"; else echo "facecrop is not running"; fi
 
-test: $(MODEL)
+# Debian's Chromium, for the demo page's end-to-end test (Playwright drives it).
+CHROMIUM := /usr/bin/chromium
+$(CHROMIUM):
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
+
+test: $(MODEL) $(CHROMIUM)
 	$(PY) -m pytest
 
 bench: $(MODEL)

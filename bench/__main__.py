@@ -14,17 +14,20 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import io
 import os
 import platform
 import sys
+import tempfile
 import threading
-import time
 from contextlib import nullcontext
 from pathlib import Path
 
 import cv2
 import numpy as np
 import requests
+from facecrop_client import Client
+from facecrop_client.batch import DetectSink, Progress, run_batch
 
 from bench.harness import Measurement, closed_loop
 from bench.onnx_model import OnnxModel
@@ -41,7 +44,7 @@ PHOTO_SETS = ("demo", "dlib_voc_faces", "facemask", "wider_val_416sq")
 
 
 def load_photos() -> list[bytes]:
-    paths = sorted(FACES.glob("demo/*.jpg")) + sorted(p for name in PHOTO_SETS[1:] for p in (FACES / name / "images").glob("*.jpg"))
+    paths = photo_paths()
     if not paths:
         sys.exit(f"no photos under {FACES}: the checkout needs ../shared/faces beside it")
     return [p.read_bytes() for p in paths]
@@ -56,6 +59,25 @@ def service_call(url: str):
         response.raise_for_status()
 
     return call
+
+
+def photo_paths() -> list[Path]:
+    return sorted(FACES.glob("demo/*.jpg")) + sorted(p for name in PHOTO_SETS[1:] for p in (FACES / name / "images").glob("*.jpg"))
+
+
+def batch_throughput(url: str, sources: list[Path], count: int, concurrency: int) -> Measurement:
+    """`facecrop batch --mode detect` (the client library's run_batch) over `count` photos."""
+    with tempfile.TemporaryDirectory() as scratch:
+        tree = Path(scratch) / "photos"
+        for index in range(count):
+            target = tree / f"{index % 10}" / f"{index:05d}.jpg"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(sources[index % len(sources)])
+        output = Path(scratch) / "faces.jsonl"
+        summary = run_batch(Client(url), tree, DetectSink(output), {}, concurrency, Path(scratch) / "failures.jsonl", lambda n: Progress(n, io.StringIO()))
+    if summary.failed:
+        raise RuntimeError(f"batch: {summary.failed} images failed")
+    return Measurement(f"facecrop batch, {count} images, c={concurrency}", np.full(summary.succeeded, np.nan), summary.seconds)
 
 
 def worker_rss_mib(gateway_pid: int) -> list[float]:
@@ -141,6 +163,7 @@ def main() -> int:
         for concurrency in (1, 4, 16):
             rows.append(closed_loop(f"service c={concurrency}", call, photos, concurrency, warmup=4, **bounds))
         rss_after = worker_rss_mib(stack.gateway_process.pid) if stack else []
+        batch = batch_throughput(url, photo_paths(), count=1000, concurrency=16)
         if stack:  # the other wire format, through a second gateway on the same Triton
             other = "float32" if settings.wire_format == "uint8" else "uint8"
             with running_gateway(stack.triton_grpc, {**extra_env, "FACECROP_WIRE_FORMAT": other}) as other_url:
@@ -149,6 +172,7 @@ def main() -> int:
         batching = triton_batch_statistics(triton_http, settings.model_name) if triton_http else "n/a (no --triton-url)"
 
     by_name = {m.name: m for m in rows}
+    best_service = max((m for m in rows if m.name.startswith("service")), key=lambda m: m.throughput)
     report = [
         f"# make bench ({datetime.date.today().isoformat()})",
         "",
@@ -161,6 +185,7 @@ def main() -> int:
         "",
         f"- service c=1 p50 / in-process p50: **{by_name['service c=1'].percentile_ms(50) / reference.percentile_ms(50):.2f}x** (target <= 1.15)",
         f"- service c=16 images/s / best in-process images/s: **{by_name['service c=16'].throughput / best_in_process.throughput:.2f}x** (target >= 0.9)",
+        f"- {batch.name}: {batch.throughput:.1f} images/s = **{batch.throughput / best_service.throughput:.2f}x** the service's best ({best_service.name}; target >= 0.9)",
         f"- postprocess on the most crowded demo photo ({face_count} faces): p50 {post.percentile_ms(50):.2f} ms, p95 {post.percentile_ms(95):.2f} ms (target < 5)",
         f"- gateway worker RSS (MiB): before {['%.0f' % r for r in rss_before]}, after {['%.0f' % r for r in rss_after]} (target < 150, flat)",
         f"- Triton batching: {batching}",

@@ -13,7 +13,6 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
 import requests
 
 from bench.__main__ import load_photos, worker_rss_mib

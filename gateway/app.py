@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from flask import Flask, jsonify
 from werkzeug.exceptions import HTTPException
 
-from gateway import access, api, health, observe
+from gateway import access, api, health, observe, pages
 from gateway.config import Settings
 from gateway.errors import ApiError, PayloadTooLarge
 from gateway.infer import TritonModel
@@ -44,7 +44,7 @@ def create_app(settings: Settings | None = None, model: Model | None = None) -> 
     app.teardown_request(lambda error: limit.release())
     app.teardown_request(observe.end_request)
 
-    for blueprint in (api.bp, health.bp, observe.bp):
+    for blueprint in (api.bp, health.bp, observe.bp, pages.bp):
         app.register_blueprint(blueprint)
     app.register_error_handler(ApiError, _api_error)
     app.register_error_handler(HTTPException, _http_error)

@@ -6,7 +6,6 @@ import os
 from dataclasses import dataclass
 from typing import Mapping
 
-
 DEFAULT_MODELS = {"uint8": "retinaface_uint8", "float32": "retinaface"}
 
 

@@ -1,20 +1,58 @@
-"""Parse and validate request parameters (query string or form fields) into typed options."""
+"""Request parameters: one declarative table (also the source of the OpenAPI document),
+parsed and validated into typed options."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from typing import Mapping
 
 from gateway.errors import InvalidParameter
 
-TRUE_WORDS = {"true", "1", "yes", "on"}
-FALSE_WORDS = {"false", "0", "no", "off"}
+BOOLEANS = {"true": True, "false": False}
+FOCAL_WORDS = ("face", "center")
+# Plain decimal notation only (no whitespace, underscores, hex, nan or inf), as documented.
+NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?")
+INTEGER = re.compile(r"-?[0-9]+")
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One query/form parameter: its type, default, bounds or choices, and what it means."""
+
+    name: str
+    kind: str  # number | integer | boolean | choice | gravity
+    default: object
+    description: str
+    low: float | None = None
+    high: float | None = None
+    choices: tuple[str, ...] = field(default_factory=tuple)
+
+
+DETECT = (
+    Parameter("min_confidence", "number", 50.0, "Lowest confidence reported, in percent.", 0, 100),
+    Parameter("max_faces", "integer", 100, "Most faces reported (highest confidence first).", 1, 1000),
+    Parameter("min_face_size", "number", 0.0, "Shortest side of a reported face, in original pixels.", 0, 1_000_000),
+    Parameter("landmarks", "boolean", True, "Include the five facial landmarks."),
+)
+CROP = (
+    Parameter("width", "integer", None, "Output width; alone, the height follows the region's aspect ratio.", 1, 4096),
+    Parameter("height", "integer", None, "Output height; alone, the width follows the region's aspect ratio.", 1, 4096),
+    Parameter("gravity", "gravity", "face", "`face`, `center`, or a focal point `XxY` with X and Y in 0-1 (e.g. 0.5x0.33)."),
+    Parameter("zoom", "number", 0.5, "1 crops as tightly as possible to the faces, 0 keeps as much of the image as possible.", 0, 1),
+    Parameter("faces", "choice", "all", "Which faces the crop must frame.", choices=("all", "largest")),
+    Parameter("fit", "choice", "cover", "`cover`: exactly width x height; `crop`: never enlarge.", choices=("cover", "crop")),
+    Parameter("format", "choice", None, "Output format (default: the input's if jpeg, png or webp, else jpeg).", choices=("jpeg", "png", "webp", "json")),
+    Parameter("quality", "integer", 85, "JPEG and WebP quality.", 1, 100),
+)
+DETECT_PARAMETERS = frozenset(p.name for p in DETECT)
+CROP_PARAMETERS = frozenset(p.name for p in CROP)
 
 
 @dataclass(frozen=True)
 class DetectOptions:
-    """What /v1/detect (and /v1/crop) report; see the README for each parameter."""
+    """What /v1/detect (and /v1/crop) report; defaults as in DETECT."""
 
     min_confidence: float = 50.0
     max_faces: int = 100
@@ -22,57 +60,9 @@ class DetectOptions:
     landmarks: bool = True
 
 
-DETECT_PARAMETERS = frozenset(DetectOptions.__dataclass_fields__)
-
-
-def _parse_bounded(values: Mapping[str, str], name: str, default, low, high, convert, kind: str):
-    raw = values.get(name)
-    if raw is None:
-        return default
-    try:
-        number = convert(raw.strip())
-    except (ValueError, OverflowError):
-        raise InvalidParameter(name, f"must be {kind}, got {raw[:40]!r}") from None
-    if not math.isfinite(number) or not low <= number <= high:
-        raise InvalidParameter(name, f"must be between {low:g} and {high:g}, got {raw[:40]!r}")
-    return number
-
-
-def parse_number(values: Mapping[str, str], name: str, default: float, low: float, high: float) -> float:
-    """A finite number within [low, high], or `default` when the parameter is absent."""
-    return _parse_bounded(values, name, default, low, high, float, "a number")
-
-
-def parse_integer(values: Mapping[str, str], name: str, default: int | None, low: int, high: int) -> int | None:
-    """A whole number within [low, high], or `default` when the parameter is absent."""
-    return _parse_bounded(values, name, default, low, high, int, "a whole number")
-
-
-def parse_boolean(values: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = values.get(name)
-    if raw is None:
-        return default
-    word = raw.strip().lower()
-    if word in TRUE_WORDS | FALSE_WORDS:
-        return word in TRUE_WORDS
-    raise InvalidParameter(name, f"must be true or false, got {raw[:40]!r}")
-
-
-def parse_detect_options(values: Mapping[str, str]) -> DetectOptions:
-    return DetectOptions(
-        min_confidence=parse_number(values, "min_confidence", DetectOptions.min_confidence, 0, 100),
-        max_faces=parse_integer(values, "max_faces", DetectOptions.max_faces, 1, 1000),
-        min_face_size=parse_number(values, "min_face_size", DetectOptions.min_face_size, 0, 1_000_000),
-        landmarks=parse_boolean(values, "landmarks", DetectOptions.landmarks),
-    )
-
-
-FOCAL_WORDS = frozenset({"face", "center"})
-
-
 @dataclass(frozen=True)
 class CropOptions:
-    """How /v1/crop frames and encodes; see the README for each parameter."""
+    """How /v1/crop frames and encodes; defaults as in CROP."""
 
     width: int | None = None
     height: int | None = None
@@ -84,46 +74,58 @@ class CropOptions:
     quality: int = 85
 
 
-CROP_PARAMETERS = frozenset(CropOptions.__dataclass_fields__)
-MAX_OUTPUT_SIDE = 4096
+def _bounded(parameter: Parameter, raw: str, convert, kind: str):
+    pattern = INTEGER if convert is int else NUMBER
+    if not pattern.fullmatch(raw):
+        raise InvalidParameter(parameter.name, f"must be {kind}, got {raw[:40]!r}")
+    number = convert(raw)
+    if not math.isfinite(number) or not parameter.low <= number <= parameter.high:
+        raise InvalidParameter(parameter.name, f"must be between {parameter.low:g} and {parameter.high:g}, got {raw[:40]!r}")
+    return number
 
 
-def parse_choice(values: Mapping[str, str], name: str, default: str | None, choices: tuple[str, ...]) -> str | None:
-    raw = values.get(name)
-    if raw is None:
-        return default
-    word = raw.strip().lower()
-    if word not in choices:
-        raise InvalidParameter(name, f"must be one of {', '.join(choices)}, got {raw[:40]!r}")
-    return word
-
-
-def parse_gravity(values: Mapping[str, str]) -> str | tuple[float, float]:
-    """`face`, `center`, or a focal point `XxY` with X and Y in 0-1 (e.g. 0.5x0.33)."""
-    raw = values.get("gravity")
-    if raw is None:
-        return CropOptions.gravity
-    word = raw.strip().lower()
-    if word in FOCAL_WORDS:
-        return word
-    parts = word.split("x")
+def _gravity(parameter: Parameter, raw: str) -> str | tuple[float, float]:
+    if raw in FOCAL_WORDS:
+        return raw
+    parts = raw.split("x")
     if len(parts) == 2:
-        point = {"x": parts[0], "y": parts[1]}
+        unit = Parameter(parameter.name, "number", None, "", 0, 1)  # each coordinate: a number in 0-1
         try:
-            return parse_number(point, "x", 0, 0, 1), parse_number(point, "y", 0, 0, 1)
+            return _bounded(unit, parts[0], float, "a number"), _bounded(unit, parts[1], float, "a number")
         except InvalidParameter:
             pass
-    raise InvalidParameter("gravity", f"must be face, center or XxY with X and Y in 0-1, got {raw[:40]!r}")
+    raise InvalidParameter(parameter.name, f"must be face, center or XxY with X and Y in 0-1, got {raw[:40]!r}")
+
+
+def _choice(parameter: Parameter, raw: str) -> str:
+    if raw not in parameter.choices:
+        raise InvalidParameter(parameter.name, f"must be one of {', '.join(parameter.choices)}, got {raw[:40]!r}")
+    return raw
+
+
+def _boolean(parameter: Parameter, raw: str) -> bool:
+    if raw not in BOOLEANS:
+        raise InvalidParameter(parameter.name, f"must be true or false, got {raw[:40]!r}")
+    return BOOLEANS[raw]
+
+
+PARSERS = {
+    "number": lambda p, raw: _bounded(p, raw, float, "a number"),
+    "integer": lambda p, raw: _bounded(p, raw, int, "a whole number"),
+    "boolean": _boolean,
+    "choice": _choice,
+    "gravity": _gravity,
+}
+
+
+def parse(values: Mapping[str, str], parameters: tuple[Parameter, ...]) -> dict[str, object]:
+    """Each parameter's value from `values`, or its default when absent."""
+    return {p.name: p.default if p.name not in values else PARSERS[p.kind](p, values[p.name]) for p in parameters}
+
+
+def parse_detect_options(values: Mapping[str, str]) -> DetectOptions:
+    return DetectOptions(**parse(values, DETECT))
 
 
 def parse_crop_options(values: Mapping[str, str]) -> CropOptions:
-    return CropOptions(
-        width=parse_integer(values, "width", None, 1, MAX_OUTPUT_SIDE),
-        height=parse_integer(values, "height", None, 1, MAX_OUTPUT_SIDE),
-        gravity=parse_gravity(values),
-        zoom=parse_number(values, "zoom", CropOptions.zoom, 0, 1),
-        faces=parse_choice(values, "faces", CropOptions.faces, ("all", "largest")),
-        fit=parse_choice(values, "fit", CropOptions.fit, ("cover", "crop")),
-        format=parse_choice(values, "format", CropOptions.format, ("jpeg", "png", "webp", "json")),
-        quality=parse_integer(values, "quality", CropOptions.quality, 1, 100),
-    )
+    return CropOptions(**parse(values, CROP))

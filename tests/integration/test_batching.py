@@ -5,7 +5,6 @@ from concurrent.futures import ThreadPoolExecutor
 import requests
 
 from gateway.config import Settings
-
 from tests.conftest import photo
 
 

@@ -1,6 +1,5 @@
 """POST /v1/detect through the real gateway and the real Triton."""
 
-import io
 
 import numpy as np
 import pytest

@@ -9,7 +9,7 @@ def test_defaults():
 
 
 def test_values_are_parsed():
-    options = parse_detect_options({"min_confidence": "2.5", "max_faces": "1000", "min_face_size": "12", "landmarks": "False"})
+    options = parse_detect_options({"min_confidence": "2.5", "max_faces": "1000", "min_face_size": "12", "landmarks": "false"})
     assert options == DetectOptions(2.5, 1000, 12.0, False)
 
 
@@ -29,6 +29,10 @@ def test_values_are_parsed():
         ("min_face_size", "Infinity"),
         ("landmarks", "maybe"),
         ("landmarks", "ｔｒｕｅ"),
+        ("landmarks", "True"),
+        ("min_confidence", " 50"),
+        ("min_confidence", "1_0"),
+        ("max_faces", "٣"),
     ],
 )
 def test_bad_values_name_the_parameter(name, value):
@@ -36,3 +40,10 @@ def test_bad_values_name_the_parameter(name, value):
         parse_detect_options({name: value})
     assert error.value.parameter == name
     assert error.value.to_json()["error"]["code"] == "invalid_parameter"
+
+
+def test_option_defaults_are_the_table_defaults():
+    from gateway.params import CROP, DETECT, CropOptions, parse
+
+    assert parse({}, DETECT) == DetectOptions().__dict__
+    assert parse({}, CROP) == CropOptions().__dict__

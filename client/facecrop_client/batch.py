@@ -1,0 +1,209 @@
+"""Resumable batch runs over a directory tree: the output is the manifest of what is done."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Optional, TextIO
+
+from facecrop_client.client import Client, FacecropError
+
+IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff"})
+CROP_SUFFIXES = {"jpeg": ".jpg", "png": ".png", "webp": ".webp"}
+SUFFIX_FORMATS = {".jpg": "jpeg", ".jpeg": "jpeg", ".png": "png", ".webp": "webp"}
+
+
+def find_images(root: Path) -> list[str]:
+    """Image files under `root`, as sorted POSIX paths relative to it."""
+    found = []
+    for directory, _, files in os.walk(root):
+        for name in files:
+            if Path(name).suffix.lower() in IMAGE_SUFFIXES:
+                found.append((Path(directory) / name).relative_to(root).as_posix())
+    return sorted(found)
+
+
+class DetectSink:
+    """One JSON line per image (the response plus `path`) in a JSON Lines file."""
+
+    def __init__(self, output: Path):
+        self.output = output
+        self.written: set[str] = set()
+
+    def load(self) -> None:
+        """Read the paths already written; a last line cut short by a crash is removed first."""
+        if not self.output.exists():
+            return
+        data = self.output.read_bytes()
+        complete = data[: data.rfind(b"\n") + 1]
+        if len(complete) != len(data):
+            with open(self.output, "r+b") as file:
+                file.truncate(len(complete))
+        self.written = {json.loads(line)["path"] for line in complete.splitlines() if line.strip()}
+
+    def is_done(self, relative: str) -> bool:
+        return relative in self.written
+
+    def open(self) -> None:
+        self.output.parent.mkdir(parents=True, exist_ok=True)
+        self.file: TextIO = open(self.output, "a", encoding="utf-8")
+
+    def call(self, client: Client, path: Path, params: dict) -> dict:
+        return client.detect(path, **params).raw
+
+    def write(self, relative: str, result: dict) -> None:
+        self.file.write(json.dumps({"path": relative, **result}) + "\n")
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+class CropSink:
+    """The crops, mirroring the input tree; each appears whole (written aside, then renamed)."""
+
+    def __init__(self, output: Path, fmt: Optional[str]):
+        self.output = output
+        self.format = fmt
+
+    def format_of(self, relative: str) -> str:
+        return self.format or SUFFIX_FORMATS.get(Path(relative).suffix.lower(), "jpeg")
+
+    def target(self, relative: str) -> Path:
+        return (self.output / relative).with_suffix(CROP_SUFFIXES[self.format_of(relative)])
+
+    def load(self) -> None:
+        pass  # the crops on disk are the manifest
+
+    def is_done(self, relative: str) -> bool:
+        return self.target(relative).exists()
+
+    def open(self) -> None:
+        self.output.mkdir(parents=True, exist_ok=True)
+
+    def call(self, client: Client, path: Path, params: dict) -> bytes:
+        return client.crop(path, **params, format=self.format_of(path.name)).content
+
+    def write(self, relative: str, content: bytes) -> None:
+        target = self.target(relative)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(target.name + ".partial")
+        partial.write_bytes(content)
+        os.replace(partial, target)
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class Summary:
+    total: int
+    skipped: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    interrupted: bool = False
+    seconds: float = 0.0
+
+    def line(self) -> str:
+        rate = self.succeeded / self.seconds if self.seconds else 0.0
+        state = "interrupted (run again to continue)" if self.interrupted else "done"
+        return (
+            f"{state}: {self.total} images, {self.skipped} already done, {self.succeeded} processed, "
+            f"{self.failed} failed, {self.seconds:.1f} s ({rate:.1f} images/s)"
+        )
+
+
+class Progress:
+    """A one-line progress bar on stderr with rate and ETA, redrawn at most 5 times a second."""
+
+    def __init__(self, total: int, stream: TextIO = sys.stderr):
+        self.total, self.stream, self.count, self.failed = total, stream, 0, 0
+        self.started = self.drawn = time.monotonic()
+
+    def advance(self, failed: bool) -> None:
+        self.count += 1
+        self.failed += failed
+        now = time.monotonic()
+        if now - self.drawn >= 0.2 or self.count == self.total:
+            self.drawn = now
+            rate = self.count / max(now - self.started, 1e-9)
+            eta = (self.total - self.count) / rate if rate else 0
+            filled = int(30 * self.count / max(self.total, 1))
+            self.stream.write(
+                f"\r[{'#' * filled}{'.' * (30 - filled)}] {self.count}/{self.total} "
+                f"{rate:.1f} img/s ETA {int(eta // 60)}m{int(eta % 60):02d}s failed {self.failed}  "
+            )
+            self.stream.flush()
+
+    def close(self) -> None:
+        self.stream.write("\n")
+
+
+def run_batch(
+    client: Client,
+    root: Path,
+    sink,
+    params: dict,
+    concurrency: int,
+    failures_path: Path,
+    progress_factory: Callable[[int], Progress] = Progress,
+) -> Summary:
+    """Process every image under `root` not yet in the output; failures go to `failures_path`."""
+    images = find_images(root)
+    sink.load()
+    todo = [relative for relative in images if not sink.is_done(relative)]
+    summary = Summary(total=len(images), skipped=len(images) - len(todo))
+    progress = progress_factory(len(todo))
+    started = time.monotonic()
+    sink.open()
+    failures = open(failures_path, "w", encoding="utf-8")
+    queue = iter(todo)
+    running: dict[Future, str] = {}
+    pool = ThreadPoolExecutor(concurrency)
+    try:
+        _fill(pool, running, queue, client, root, sink, params, 2 * concurrency)
+        while running:
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                relative = running.pop(future)
+                try:
+                    sink.write(relative, future.result())
+                    summary.succeeded += 1
+                    progress.advance(failed=False)
+                except (FacecropError, OSError) as error:
+                    summary.failed += 1
+                    failures.write(json.dumps({"path": relative, **_reason(error)}) + "\n")
+                    failures.flush()
+                    progress.advance(failed=True)
+            _fill(pool, running, queue, client, root, sink, params, 2 * concurrency)
+    except KeyboardInterrupt:
+        summary.interrupted = True
+        for future in running:
+            future.cancel()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        sink.close()
+        failures.close()
+        progress.close()
+        summary.seconds = time.monotonic() - started
+    return summary
+
+
+def _fill(pool, running: dict, queue: Iterator[str], client, root: Path, sink, params: dict, window: int) -> None:
+    """Keep at most `window` images submitted (memory stays flat on any tree size)."""
+    while len(running) < window:
+        relative = next(queue, None)
+        if relative is None:
+            return
+        running[pool.submit(sink.call, client, root / relative, params)] = relative
+
+
+def _reason(error: Exception) -> dict:
+    if isinstance(error, FacecropError):
+        return {"status": error.status, "code": error.code, "message": error.message}
+    return {"status": 0, "code": "read_error", "message": str(error)}

@@ -1,0 +1,113 @@
+"""The HTTP client: one connection pool per Client, thread-safe, with retries that respect Retry-After."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+from typing import BinaryIO, Mapping, Optional, Union
+from urllib.parse import urlencode
+
+import urllib3
+
+from facecrop_client.models import CropResult, Detection, Rectangle
+
+ImageInput = Union[str, Path, bytes, bytearray, BinaryIO]
+RETRYABLE_STATUSES = frozenset({429, 503})
+
+
+class FacecropError(Exception):
+    """The service refused a request (4xx) or kept failing (5xx, connection errors) after retries."""
+
+    def __init__(self, status: int, code: str, message: str, request_id: str = ""):
+        super().__init__(f"{status} {code}: {message}")
+        self.status, self.code, self.message, self.request_id = status, code, message, request_id
+
+
+def read_image(image: ImageInput) -> bytes:
+    if isinstance(image, (bytes, bytearray)):
+        return bytes(image)
+    if isinstance(image, (str, Path)):
+        return Path(image).read_bytes()
+    return image.read()
+
+
+class Client:
+    """`Client("http://127.0.0.1:8080")`; safe to share between threads (urllib3's pool is)."""
+
+    def __init__(
+        self,
+        base_url: str = "http://127.0.0.1:8080",
+        timeout: float = 60.0,
+        api_key: Optional[str] = None,
+        retries: int = 5,
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        pool_size: int = 32,
+    ):
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.headers = {"Content-Type": "application/octet-stream"}
+        if api_key:
+            self.headers["Authorization"] = f"Bearer {api_key}"
+        self.pool = urllib3.PoolManager(maxsize=pool_size, block=True, retries=False)
+
+    def detect(self, image: ImageInput, **params) -> Detection:
+        """Faces in `image` (a path, bytes or a binary file); params as for POST /v1/detect."""
+        response = self._post("/v1/detect", read_image(image), params)
+        return Detection.from_json(json.loads(response.data))
+
+    def crop(self, image: ImageInput, **params) -> CropResult:
+        """A face-centred crop of `image`; params as for POST /v1/crop (width, height, zoom, ...)."""
+        response = self._post("/v1/crop", read_image(image), params)
+        x, y, width, height = (int(v) for v in response.headers["X-Crop-Rect"].split(","))
+        return CropResult(
+            content=response.data,
+            content_type=response.headers.get("Content-Type", ""),
+            region=Rectangle(x, y, width, height),
+            face_count=int(response.headers["X-Face-Count"]),
+            request_id=response.headers.get("X-Request-ID", ""),
+        )
+
+    def _post(self, path: str, body: bytes, params: Mapping[str, object]) -> urllib3.BaseHTTPResponse:
+        query = urlencode({k: _text(v) for k, v in params.items() if v is not None})
+        url = f"{self.base_url}{path}?{query}" if query else f"{self.base_url}{path}"
+        for attempt in range(self.retries + 1):
+            last = attempt == self.retries
+            try:
+                response = self.pool.request("POST", url, body=body, headers=self.headers, timeout=self.timeout)
+            except urllib3.exceptions.HTTPError as error:  # connection refused, reset, timed out
+                if last:
+                    raise FacecropError(0, "connection_error", str(error)) from error
+                self._sleep(attempt, None)
+                continue
+            if response.status < 400:
+                return response
+            if response.status not in RETRYABLE_STATUSES or last:
+                raise _error_of(response)
+            self._sleep(attempt, response.headers.get("Retry-After"))
+        raise AssertionError("unreachable")
+
+    def _sleep(self, attempt: int, retry_after: Optional[str]) -> None:
+        """Exponential backoff with full jitter, never shorter than the server's Retry-After."""
+        delay = random.uniform(0, min(self.max_backoff, self.backoff * 2**attempt))
+        if retry_after and retry_after.isdigit():
+            delay = max(delay, float(retry_after))
+        time.sleep(delay)
+
+
+def _text(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _error_of(response: urllib3.BaseHTTPResponse) -> FacecropError:
+    try:
+        error = json.loads(response.data)["error"]
+        code, message = error["code"], error["message"]
+    except (ValueError, KeyError, TypeError):
+        code, message = "http_error", response.data[:200].decode(errors="replace")
+    return FacecropError(response.status, code, message, response.headers.get("X-Request-ID", ""))

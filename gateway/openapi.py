@@ -1,0 +1,169 @@
+"""The OpenAPI 3 document of the API, built from the parameter table in gateway/params.py."""
+
+from __future__ import annotations
+
+from gateway.params import CROP, DETECT, Parameter
+
+ERROR_STATUSES = {
+    "400": "Missing image (`missing_image`), a bad parameter (`invalid_parameter`) or an output over the pixel limit (`output_too_large`)",
+    "401": "API keys are configured and the request has no valid one (`unauthorized`)",
+    "413": "Body over the upload limit (`payload_too_large`) or image over the pixel limit (`image_too_large`)",
+    "415": "Not a readable JPEG, PNG, WebP, BMP, GIF or TIFF image (`unsupported_image`)",
+    "429": "Too many requests in flight (`overloaded`); retry after `Retry-After` seconds",
+    "503": "Triton is unavailable or the model is not loaded (`backend_unavailable`)",
+    "504": "Triton did not answer within the deadline (`backend_timeout`)",
+}
+IMAGE_TYPES = ("image/jpeg", "image/png", "image/webp", "image/bmp", "image/gif", "image/tiff", "application/octet-stream")
+REQUEST_ID = {"description": "The caller's X-Request-ID if well-formed, else a new id", "schema": {"type": "string"}}
+
+
+def parameter_schema(parameter: Parameter) -> dict:
+    if parameter.kind in ("number", "integer"):
+        schema = {"type": parameter.kind, "minimum": parameter.low, "maximum": parameter.high}
+    elif parameter.kind == "boolean":
+        schema = {"type": "boolean"}
+    elif parameter.kind == "choice":
+        schema = {"type": "string", "enum": list(parameter.choices)}
+    else:  # gravity
+        unit = r"(0|1|0\.[0-9]+|1\.0+)"
+        schema = {"type": "string", "pattern": rf"^(face|center|{unit}x{unit})$"}
+    if parameter.default is not None:
+        schema["default"] = parameter.default
+    return schema
+
+
+def query_parameters(parameters: tuple[Parameter, ...]) -> list[dict]:
+    return [
+        {"name": p.name, "in": "query", "required": False, "description": p.description, "schema": parameter_schema(p)}
+        for p in parameters
+    ]
+
+
+def request_body() -> dict:
+    binary = {"schema": {"type": "string", "format": "binary"}}
+    multipart = {
+        "schema": {
+            "type": "object",
+            "properties": {"image": {"type": "string", "format": "binary"}},
+            "required": ["image"],
+        }
+    }
+    return {
+        "required": True,
+        "description": "The image, as multipart field `image` or as the raw body. Parameters may also be sent as form fields.",
+        "content": {"multipart/form-data": multipart, **{t: binary for t in IMAGE_TYPES}},
+    }
+
+
+def error_responses() -> dict:
+    content = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    responses = {status: {"description": text, "content": content, "headers": {"X-Request-ID": REQUEST_ID}} for status, text in ERROR_STATUSES.items()}
+    responses["401"]["headers"]["WWW-Authenticate"] = {"schema": {"type": "string"}}
+    responses["429"]["headers"]["Retry-After"] = {"schema": {"type": "string"}}
+    return responses
+
+
+def json_response(description: str, schema_name: str, headers: dict | None = None) -> dict:
+    return {
+        "description": description,
+        "headers": {"X-Request-ID": REQUEST_ID, **(headers or {})},
+        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema_name}"}}},
+    }
+
+
+def integer_object(*names: str) -> dict:
+    return {"type": "object", "properties": {n: {"type": "integer"} for n in names}, "required": list(names)}
+
+
+SCHEMAS = {
+    "Error": {
+        "type": "object",
+        "properties": {
+            "error": {
+                "type": "object",
+                "properties": {"code": {"type": "string"}, "message": {"type": "string"}, "parameter": {"type": "string"}},
+                "required": ["code", "message"],
+            }
+        },
+        "required": ["error"],
+    },
+    "Point": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2},
+    "Face": {
+        "type": "object",
+        "properties": {
+            "confidence": {"type": "number", "minimum": 0, "maximum": 100},
+            "face_rectangle": integer_object("x", "y", "width", "height"),
+            "landmarks": {
+                "type": "object",
+                "properties": {n: {"$ref": "#/components/schemas/Point"} for n in ("left_eye", "right_eye", "nose", "mouth_left", "mouth_right")},
+                "required": ["left_eye", "right_eye", "nose", "mouth_left", "mouth_right"],
+            },
+        },
+        "required": ["confidence", "face_rectangle"],
+    },
+    "Detection": {
+        "type": "object",
+        "properties": {"image": integer_object("width", "height"), "faces": {"type": "array", "items": {"$ref": "#/components/schemas/Face"}}},
+        "required": ["image", "faces"],
+    },
+    "Crop": {
+        "type": "object",
+        "properties": {
+            "image": integer_object("width", "height"),
+            "crop": integer_object("x", "y", "width", "height"),
+            "output": integer_object("width", "height"),
+            "faces": {"type": "array", "items": {"$ref": "#/components/schemas/Face"}},
+        },
+        "required": ["image", "crop", "output", "faces"],
+    },
+    "Status": {"type": "object", "properties": {"status": {"type": "string"}}, "required": ["status"]},
+}
+
+
+def openapi_document() -> dict:
+    crop_headers = {
+        "X-Crop-Rect": {"description": "The region cut out, x,y,width,height in original pixels", "schema": {"type": "string", "pattern": r"^\d+,\d+,\d+,\d+$"}},
+        "X-Face-Count": {"description": "Faces detected", "schema": {"type": "string", "pattern": r"^\d+$"}},
+    }
+    crop_ok = json_response("The crop: the picture, or its geometry with format=json", "Crop", crop_headers)
+    crop_ok["content"].update({t: {"schema": {"type": "string", "format": "binary"}} for t in ("image/jpeg", "image/png", "image/webp")})
+    api_security = [{}, {"bearer": []}]
+    return {
+        "openapi": "3.0.3",
+        "info": {
+            "title": "facecrop",
+            "version": "0.1.0",
+            "description": "Face detection (RetinaFace on NVIDIA Triton) and face-aware cropping (Cloudflare Images' gravity=face with zoom).",
+        },
+        "paths": {
+            "/v1/detect": {
+                "post": {
+                    "operationId": "detect",
+                    "summary": "Find faces: rectangles, landmarks and confidence, in original-image pixels",
+                    "parameters": query_parameters(DETECT),
+                    "requestBody": request_body(),
+                    "responses": {"200": json_response("Faces, highest confidence first", "Detection"), **error_responses()},
+                    "security": api_security,
+                }
+            },
+            "/v1/crop": {
+                "post": {
+                    "operationId": "crop",
+                    "summary": "Crop around the faces (gravity=face, zoom) to a fixed size",
+                    "parameters": query_parameters(DETECT + CROP),
+                    "requestBody": request_body(),
+                    "responses": {"200": crop_ok, **error_responses()},
+                    "security": api_security,
+                }
+            },
+            "/healthz": {"get": {"operationId": "healthz", "summary": "The gateway process answers", "responses": {"200": json_response("Alive", "Status")}}},
+            "/readyz": {
+                "get": {
+                    "operationId": "readyz",
+                    "summary": "Triton answers and has the model loaded",
+                    "responses": {"200": json_response("Ready", "Status"), "503": error_responses()["503"]},
+                }
+            },
+        },
+        "components": {"schemas": SCHEMAS, "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+    }

@@ -1,0 +1,132 @@
+"""The client and the `facecrop` command line against the real service."""
+
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from facecrop_client import Client, Face, FacecropError
+from PIL import Image
+
+from tests.conftest import FACES, photo
+from tests.integration.test_detect import ASTRONAUT, CROWD
+
+FACECROP = [sys.executable, "-m", "facecrop_client.cli"]
+
+
+def test_detect_accepts_paths_bytes_and_files_and_returns_typed_faces(stack):
+    client = Client(stack.gateway)
+    path = photo(ASTRONAUT)
+    results = [client.detect(path), client.detect(path.read_bytes()), client.detect(io.BytesIO(path.read_bytes()))]
+    for detection in results:
+        assert (detection.width, detection.height) == (512, 512)
+        [face] = detection.faces
+        assert isinstance(face, Face) and face.confidence > 99
+        assert face.landmarks.left_eye[0] < face.landmarks.right_eye[0]
+
+
+def test_crop_and_errors(stack):
+    client = Client(stack.gateway)
+    result = client.crop(photo(CROWD), width=200, height=100, format="png")
+    assert Image.open(io.BytesIO(result.content)).size == (200, 100)
+    assert result.content_type == "image/png" and result.face_count >= 10 and result.region.width > 0
+    with pytest.raises(FacecropError) as raised:
+        client.crop(photo(CROWD), zoom=7)
+    assert raised.value.status == 400 and raised.value.code == "invalid_parameter"
+
+
+def test_one_client_shared_by_threads(stack):
+    client = Client(stack.gateway)
+    with ThreadPoolExecutor(8) as pool:
+        counts = list(pool.map(lambda _: len(client.detect(photo(ASTRONAUT)).faces), range(16)))
+    assert counts == [1] * 16
+
+
+def run_cli(stack, *args, **kwargs) -> subprocess.CompletedProcess:
+    env = {**os.environ, "FACECROP_URL": stack.gateway}
+    return subprocess.run([*FACECROP, *args], capture_output=True, text=True, env=env, timeout=300, **kwargs)
+
+
+def test_cli_detect_and_crop(stack, tmp_path):
+    detected = run_cli(stack, "detect", str(photo(ASTRONAUT)), str(photo(CROWD)), "--min-confidence", "80")
+    assert detected.returncode == 0, detected.stderr
+    lines = [json.loads(line) for line in detected.stdout.splitlines()]
+    assert [len(line["faces"]) for line in lines][0] == 1 and lines[1]["path"].endswith(CROWD.split("/")[-1])
+    cropped = run_cli(stack, "crop", str(photo(ASTRONAUT)), "--width", "64", "--height", "64", "--zoom", "0.8", "--out", str(tmp_path))
+    assert cropped.returncode == 0, cropped.stderr
+    assert Image.open(tmp_path / "skimage_astronaut.jpg").size == (64, 64)
+
+
+def photo_tree(root: Path, count: int) -> list[str]:
+    """`count` real photos in nested folders, plus one file that is not an image."""
+    sources = sorted(FACES.glob("wider_val_416sq/images/*.jpg"))
+    names = []
+    for index in range(count):
+        relative = f"set{index % 3}/sub{index % 2}/{index:03d}.jpg"
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(sources[index % len(sources)], root / relative)
+        names.append(relative)
+    (root / "set0" / "broken.jpg").write_bytes(b"this is no jpeg")
+    return names + ["set0/broken.jpg"]
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_batch_detect_records_failures_and_resumes_without_duplicates(stack, tmp_path):
+    names = photo_tree(tmp_path / "in", 24)
+    output = tmp_path / "out" / "faces.jsonl"
+    first = run_cli(stack, "batch", str(tmp_path / "in"), str(output), "--mode", "detect", "--concurrency", "4")
+    assert first.returncode == 1  # the broken file failed, the batch went on
+    assert "1 failed" in first.stderr and "24 processed" in first.stderr
+    done = read_jsonl(output)
+    assert sorted(d["path"] for d in done) == sorted(n for n in names if "broken" not in n)
+    [failure] = read_jsonl(output.with_name("faces.jsonl.failures.jsonl"))
+    assert failure["path"] == "set0/broken.jpg" and failure["code"] == "unsupported_image"
+
+    # a crash: the last line half-written, the three before it lost
+    text = output.read_text().splitlines(keepends=True)
+    output.write_text("".join(text[:-4]) + text[-1][: len(text[-1]) // 2])
+    second = run_cli(stack, "batch", str(tmp_path / "in"), str(output), "--mode", "detect")
+    assert "20 already done" in second.stderr and "4 processed" in second.stderr
+    paths = [d["path"] for d in read_jsonl(output)]
+    assert sorted(paths) == sorted(n for n in names if "broken" not in n)  # nothing lost, nothing twice
+
+
+def test_batch_crop_mirrors_the_tree_and_skips_what_is_done(stack, tmp_path):
+    names = photo_tree(tmp_path / "in", 6)
+    out = tmp_path / "crops"
+    run = run_cli(stack, "batch", str(tmp_path / "in"), str(out), "--mode", "crop", "--width", "96", "--height", "96", "--format", "webp")
+    assert run.returncode == 1
+    for name in names[:-1]:
+        assert Image.open((out / name).with_suffix(".webp")).size == (96, 96)
+    again = run_cli(stack, "batch", str(tmp_path / "in"), str(out), "--mode", "crop", "--width", "96", "--height", "96", "--format", "webp")
+    assert "6 already done" in again.stderr and "0 processed" in again.stderr
+
+
+def test_batch_stops_cleanly_on_ctrl_c_and_a_rerun_finishes(stack, tmp_path):
+    names = photo_tree(tmp_path / "in", 60)
+    output = tmp_path / "faces.jsonl"
+    env = {**os.environ, "FACECROP_URL": stack.gateway}
+    command = [*FACECROP, "batch", str(tmp_path / "in"), str(output), "--mode", "detect", "--concurrency", "2"]
+    process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while (not output.exists() or len(output.read_text().splitlines()) < 5) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    partial = read_jsonl(output)
+    assert 5 <= len(partial) < 60
+    rerun = run_cli(stack, "batch", str(tmp_path / "in"), str(output), "--mode", "detect")
+    assert f"{len(partial)} already done" in rerun.stderr
+    assert sorted(d["path"] for d in read_jsonl(output)) == sorted(n for n in names if "broken" not in n)

@@ -1,0 +1,89 @@
+"""The client's retry policy against a scripted HTTP server on a real loopback socket."""
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from facecrop_client import Client, FacecropError
+
+DETECTION = {"image": {"width": 4, "height": 3}, "faces": [{"confidence": 99.5, "face_rectangle": {"x": 1, "y": 1, "width": 2, "height": 2}}]}
+
+
+class Scripted(BaseHTTPRequestHandler):
+    """Answers POSTs from `self.server.script`, a list of (status, headers, body) consumed in order."""
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.server.seen.append((time.monotonic(), self.path, dict(self.headers)))
+        status, headers, body = self.server.script.pop(0)
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
+    httpd.script, httpd.seen = [], []
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+
+
+def error(status, code):
+    return status, {"Content-Type": "application/json"}, json.dumps({"error": {"code": code, "message": code}}).encode()
+
+
+def ok():
+    return 200, {"Content-Type": "application/json"}, json.dumps(DETECTION).encode()
+
+
+def client_for(server, **kwargs) -> Client:
+    return Client(f"http://127.0.0.1:{server.server_port}", backoff=0.01, **kwargs)
+
+
+def test_503_and_429_are_retried_and_retry_after_respected(server):
+    server.script = [error(503, "backend_unavailable"), (429, {"Retry-After": "1"}, b"{}"), ok()]
+    detection = client_for(server).detect(b"bytes", min_confidence=20, landmarks=False)
+    assert detection.faces[0].rectangle.width == 2 and detection.faces[0].landmarks is None
+    assert len(server.seen) == 3
+    assert server.seen[2][0] - server.seen[1][0] >= 0.95  # waited for Retry-After
+    assert server.seen[0][1] == "/v1/detect?min_confidence=20&landmarks=false"
+
+
+@pytest.mark.parametrize("status,code", [(400, "invalid_parameter"), (401, "unauthorized"), (413, "payload_too_large"), (415, "unsupported_image"), (504, "backend_timeout")])
+def test_other_errors_raise_at_once_with_the_service_code(server, status, code):
+    server.script = [error(status, code), ok()]
+    with pytest.raises(FacecropError) as raised:
+        client_for(server).detect(b"bytes")
+    assert raised.value.status == status and raised.value.code == code
+    assert len(server.seen) == 1
+
+
+def test_retries_give_up_after_the_limit(server):
+    server.script = [error(503, "backend_unavailable")] * 3
+    with pytest.raises(FacecropError) as raised:
+        client_for(server, retries=2).detect(b"bytes")
+    assert raised.value.code == "backend_unavailable" and len(server.seen) == 3
+
+
+def test_connection_errors_are_retried_then_reported():
+    client = Client("http://127.0.0.1:9", retries=2, backoff=0.01)
+    with pytest.raises(FacecropError) as raised:
+        client.detect(b"bytes")
+    assert raised.value.code == "connection_error"
+
+
+def test_api_key_is_sent(server):
+    server.script = [ok()]
+    client_for(server, api_key="s3cret").detect(b"bytes")
+    assert server.seen[0][2]["Authorization"] == "Bearer s3cret"
