@@ -15,6 +15,7 @@ FOCAL_WORDS = ("face", "center")
 # Plain decimal notation only (no whitespace, underscores, hex, nan or inf), as documented.
 NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?")
 INTEGER = re.compile(r"-?[0-9]+")
+MAX_NUMBER_LENGTH = 40  # longer is never a sensible value, and huge integers are slow to convert
 
 
 @dataclass(frozen=True)
@@ -76,10 +77,10 @@ class CropOptions:
 
 def _bounded(parameter: Parameter, raw: str, convert, kind: str):
     pattern = INTEGER if convert is int else NUMBER
-    if not pattern.fullmatch(raw):
+    if len(raw) > MAX_NUMBER_LENGTH or not pattern.fullmatch(raw):
         raise InvalidParameter(parameter.name, f"must be {kind}, got {raw[:40]!r}")
     number = convert(raw)
-    if not math.isfinite(number) or not parameter.low <= number <= parameter.high:
+    if (isinstance(number, float) and not math.isfinite(number)) or not parameter.low <= number <= parameter.high:
         raise InvalidParameter(parameter.name, f"must be between {parameter.low:g} and {parameter.high:g}, got {raw[:40]!r}")
     return number
 

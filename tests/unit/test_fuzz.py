@@ -21,7 +21,13 @@ def test_decoder_raises_only_api_errors(prefix, body):
 
 
 @settings(max_examples=400, deadline=None)
-@given(values=st.dictionaries(st.sampled_from(sorted(DETECT_PARAMETERS | CROP_PARAMETERS)), st.text(max_size=30), max_size=6))
+@given(
+    values=st.dictionaries(
+        st.sampled_from(sorted(DETECT_PARAMETERS | CROP_PARAMETERS)),
+        st.one_of(st.text(max_size=30), st.from_regex(r"-?[0-9]{1,600}(\.[0-9]{1,5})?([eE]-?[0-9]{1,4})?", fullmatch=True)),
+        max_size=6,
+    )
+)
 def test_parsers_raise_only_invalid_parameter(values):
     try:
         parse_detect_options(values)
