@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from flask import Blueprint, Response, current_app, g, jsonify, request
 
 from gateway.crop import plan_crop, render_crop
@@ -20,8 +22,7 @@ def _detect(values: dict[str, str]) -> tuple[DetectionResult, list[dict]]:
     services = current_app.extensions["facecrop"]
     options = parse_detect_options(values)
     result = run_detection(read_image_bytes(request), services.model, services.settings, options, g.timer)
-    height, width = result.image.pixels.shape[:2]
-    note(image={"width": width, "height": height, "format": result.image.format}, faces=len(result.detections))
+    note(image={**_image_size(result), "format": result.image.format}, faces=len(result.detections))
     return result, face_objects(result.detections, options.landmarks)
 
 
@@ -52,9 +53,8 @@ def crop():
         "X-Face-Count": str(len(faces)),
     }
     if options.format == "json":
-        crop_json = {"x": region.x, "y": region.y, "width": region.width, "height": region.height}
         output = {"width": plan.output[0], "height": plan.output[1]}
-        return jsonify(image=size, crop=crop_json, output=output, faces=faces), 200, headers
+        return jsonify(image=size, crop=asdict(region), output=output, faces=faces), 200, headers
     fmt = output_format(options.format, result.image.format)
     with g.timer.stage("crop"):
         pixels = render_crop(result.image.pixels, plan)
