@@ -22,6 +22,7 @@ import tempfile
 import threading
 from contextlib import nullcontext
 from pathlib import Path
+from typing import Callable
 
 import cv2
 import numpy as np
@@ -37,7 +38,7 @@ from gateway.params import DetectOptions
 from gateway.pipeline import run_detection
 from gateway.postprocess import detect_faces
 from gateway.preprocess import to_model_input
-from local_triton.processes import PRODUCTION_REPOSITORY, running_gateway, running_stack
+from local_triton.processes import PRODUCTION_REPOSITORY, child_pids, rss_mib, running_gateway, running_stack
 
 FACES = Path(__file__).resolve().parent.parent.parent / "shared" / "faces"
 PHOTO_SETS = ("demo", "dlib_voc_faces", "facemask", "wider_val_416sq")
@@ -50,15 +51,31 @@ def load_photos() -> list[bytes]:
     return [p.read_bytes() for p in paths]
 
 
-def service_call(url: str):
-    local = threading.local()
+def service_call(url: str) -> Callable[[bytes], int]:
+    """POST /v1/detect with the bytes as body, one session per thread; the status (0: no answer)."""
+    sessions = threading.local()
 
-    def call(data: bytes) -> None:
-        session = getattr(local, "session", None) or setattr(local, "session", requests.Session()) or local.session
-        response = session.post(f"{url}/v1/detect", data=data, headers={"Content-Type": "image/jpeg"}, timeout=60)
-        response.raise_for_status()
+    def call(data: bytes) -> int:
+        if not hasattr(sessions, "session"):
+            sessions.session = requests.Session()
+        try:
+            response = sessions.session.post(f"{url}/v1/detect", data=data, headers={"Content-Type": "image/jpeg"}, timeout=60)
+        except requests.RequestException:
+            return 0
+        return response.status_code
 
     return call
+
+
+def must_succeed(call: Callable[[bytes], int]) -> Callable[[bytes], None]:
+    """A benchmark only counts answers: any other status stops it."""
+
+    def checked(data: bytes) -> None:
+        status = call(data)
+        if status != 200:
+            raise RuntimeError(f"the service answered {status}")
+
+    return checked
 
 
 def photo_paths() -> list[Path]:
@@ -82,15 +99,7 @@ def batch_throughput(url: str, sources: list[Path], count: int, concurrency: int
 
 def worker_rss_mib(gateway_pid: int) -> list[float]:
     """Resident memory of each gunicorn worker (children of the master)."""
-    sizes = []
-    for status in Path("/proc").glob("[0-9]*/status"):
-        try:
-            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
-        except OSError:
-            continue
-        if fields.get("PPid", "").strip() == str(gateway_pid):
-            sizes.append(int(fields["VmRSS"].split()[0]) / 1024)
-    return sorted(sizes)
+    return sorted(rss_mib(pid) for pid in child_pids(gateway_pid))
 
 
 def triton_batch_statistics(triton_http: str, model_name: str) -> str:
@@ -158,7 +167,7 @@ def main() -> int:
     with stack_context as stack:
         url = args.url or stack.gateway
         triton_http = args.triton_url or (stack.triton_http if stack else None)
-        call = service_call(url)
+        call = must_succeed(service_call(url))
         rss_before = worker_rss_mib(stack.gateway_process.pid) if stack else []
         for concurrency in (1, 4, 16):
             rows.append(closed_loop(f"service c={concurrency}", call, photos, concurrency, warmup=4, **bounds))
@@ -168,7 +177,7 @@ def main() -> int:
             other = "float32" if settings.wire_format == "uint8" else "uint8"
             with running_gateway(stack.triton_grpc, {**extra_env, "FACECROP_WIRE_FORMAT": other}) as other_url:
                 for concurrency in (1, 16):
-                    rows.append(closed_loop(f"service c={concurrency}, {other} wire", service_call(other_url), photos, concurrency, warmup=4, **bounds))
+                    rows.append(closed_loop(f"service c={concurrency}, {other} wire", must_succeed(service_call(other_url)), photos, concurrency, warmup=4, **bounds))
         batching = triton_batch_statistics(triton_http, settings.model_name) if triton_http else "n/a (no --triton-url)"
 
     by_name = {m.name: m for m in rows}

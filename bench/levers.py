@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from bench.__main__ import load_photos, service_call
+from bench.__main__ import load_photos, must_succeed, service_call
 from bench.harness import closed_loop
 from local_triton.processes import running_stack
 
@@ -27,7 +27,7 @@ def main() -> None:
     for instances, threads, workers, worker_threads in LEVERS:
         env = {"FACECROP_WORKERS": str(workers), "FACECROP_THREADS": str(worker_threads)}
         with running_stack("levers", env, intra_op_threads=threads, instances=instances) as stack:
-            call = service_call(stack.gateway)
+            call = must_succeed(service_call(stack.gateway))
             single = closed_loop("c=1", call, photos, 1, args.count, args.seconds, warmup=4)
             loaded = closed_loop("c=16", call, photos, 16, args.count, args.seconds, warmup=4)
         print(f"| {instances} x {threads} | {workers} x {worker_threads} | {single.percentile_ms(50):.1f} | {loaded.throughput:.1f} |", flush=True)

@@ -11,27 +11,17 @@ from __future__ import annotations
 import argparse
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
-import requests
 
-from bench.__main__ import load_photos, worker_rss_mib
+from bench.__main__ import load_photos, service_call
 from bench.harness import closed_loop
-from local_triton.processes import running_stack
+from local_triton.processes import child_pids, rss_mib, running_stack
 
 
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def triton_rss_mib(triton_pid: int) -> float:
-    """tritonserver plus its Python-backend stubs (its children)."""
-    children = Path(f"/proc/{triton_pid}/task/{triton_pid}/children").read_text().split()
-    return rss_mib(triton_pid) + sum(rss_mib(int(pid)) for pid in children)
+def family_rss_mib(pid: int) -> float:
+    """A process plus its children: gunicorn and its workers, tritonserver and its stubs."""
+    return rss_mib(pid) + sum(rss_mib(child) for child in child_pids(pid))
 
 
 def main() -> None:
@@ -44,15 +34,7 @@ def main() -> None:
     photos = load_photos()
 
     with running_stack("soak", intra_op_threads=2) as stack:
-        local = threading.local()
-
-        def call(data: bytes) -> int:
-            session = getattr(local, "session", None) or setattr(local, "session", requests.Session()) or local.session
-            try:
-                return session.post(f"{stack.gateway}/v1/detect", data=data, headers={"Content-Type": "image/jpeg"}, timeout=30).status_code
-            except requests.RequestException:
-                return 0
-
+        call = service_call(stack.gateway)
         capacity = closed_loop("capacity", call, photos, args.concurrency, max_count=10**9, max_seconds=20, warmup=4)
         print(f"capacity: {capacity.throughput:.1f} images/s at concurrency {args.concurrency}", flush=True)
 
@@ -63,8 +45,8 @@ def main() -> None:
 
         def sample_memory() -> None:
             while not done.wait(args.sample):
-                gateway = sum(worker_rss_mib(stack.gateway_process.pid)) + rss_mib(stack.gateway_process.pid)
-                samples.append((time.monotonic() - started, gateway, triton_rss_mib(stack.triton_process.pid)))
+                gateway = family_rss_mib(stack.gateway_process.pid)
+                samples.append((time.monotonic() - started, gateway, family_rss_mib(stack.triton_process.pid)))
                 print(f"  {samples[-1][0]:5.0f} s  gateway {gateway:6.1f} MiB  triton {samples[-1][2]:6.1f} MiB  requests {len(statuses)}", flush=True)
 
         sampler = threading.Thread(target=sample_memory, daemon=True)

@@ -127,6 +127,28 @@ def wait_until_ok(url: str, process: subprocess.Popen, timeout_s: float) -> None
     raise TimeoutError(f"{url} not ready after {timeout_s:.0f} s")
 
 
+def child_pids(pid: int) -> list[int]:
+    """Processes whose parent is `pid` (gunicorn's workers, Triton's backend stubs)."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # exited meanwhile
+        if int(fields[1]) == pid:
+            children.append(int(stat.parent.name))
+    return sorted(children)
+
+
+def rss_mib(pid: int) -> float:
+    """Resident memory of one process, in MiB (0 once it has exited)."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return 0.0
+    return next((int(line.split()[1]) / 1024 for line in lines if line.startswith("VmRSS:")), 0.0)
+
+
 def stop(process: subprocess.Popen, timeout_s: float = 15) -> None:
     """SIGTERM, then SIGKILL if it has not exited within `timeout_s`."""
     if process.poll() is None:

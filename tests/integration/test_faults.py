@@ -5,12 +5,21 @@ import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 import requests
 
-from local_triton.processes import BUILD_DIR, TritonPorts, free_port, running_stack, start_gateway, start_triton, stop, wait_until_ok
+from local_triton.processes import (
+    BUILD_DIR,
+    TritonPorts,
+    child_pids,
+    free_port,
+    running_stack,
+    start_gateway,
+    start_triton,
+    stop,
+    wait_until_ok,
+)
 from tests.conftest import LOGS, photo
 
 
@@ -55,11 +64,6 @@ def test_unavailable_backend_gets_a_quick_503_then_recovers(orphan_gateway):
         stop(triton)
 
 
-def worker_pids(gateway_pid: int) -> list[int]:
-    children = Path(f"/proc/{gateway_pid}/task/{gateway_pid}/children").read_text().split()
-    return [int(pid) for pid in children]
-
-
 def test_triton_stopped_while_requests_flow(tmp_path):
     data = photo("demo/skimage_astronaut.jpg").read_bytes()
     with running_stack("faults", {"FACECROP_WORKERS": "1"}, intra_op_threads=1) as stack:
@@ -98,7 +102,7 @@ def test_triton_stopped_while_requests_flow(tmp_path):
 def test_a_killed_worker_is_replaced_and_requests_succeed_again():
     data = photo("demo/widertest_20_Family_Group_Family_Group_20_435.jpg").read_bytes()
     with running_stack("workers", {"FACECROP_WORKERS": "2"}, intra_op_threads=1) as stack:
-        old = worker_pids(stack.gateway_process.pid)
+        old = child_pids(stack.gateway_process.pid)
         assert len(old) == 2
         with ThreadPoolExecutor(4) as pool:
             pending = [pool.submit(requests.post, f"{stack.gateway}/v1/detect", files={"image": data}, timeout=30) for _ in range(4)]
@@ -110,9 +114,9 @@ def test_a_killed_worker_is_replaced_and_requests_succeed_again():
                 except requests.RequestException:
                     pass  # the request on the killed worker may be lost; the service must not be
         deadline = time.monotonic() + 30
-        while sorted(worker_pids(stack.gateway_process.pid)) == sorted(old) or len(worker_pids(stack.gateway_process.pid)) < 2:
+        while sorted(child_pids(stack.gateway_process.pid)) == sorted(old) or len(child_pids(stack.gateway_process.pid)) < 2:
             assert time.monotonic() < deadline, "the killed worker was not replaced"
             time.sleep(0.2)
-        assert old[0] not in worker_pids(stack.gateway_process.pid)
+        assert old[0] not in child_pids(stack.gateway_process.pid)
         for _ in range(6):
             assert requests.post(f"{stack.gateway}/v1/detect", files={"image": data}, timeout=30).status_code == 200

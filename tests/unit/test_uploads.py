@@ -5,15 +5,8 @@ import tempfile
 
 from gateway.app import create_app
 from gateway.config import Settings
+from tests.unit.test_crop_endpoint import NoFacesModel
 from tests.unit.test_decode import png_declaring
-
-
-class NoModel:
-    def __call__(self, tensor):
-        raise AssertionError("not reached")
-
-    def is_ready(self):
-        return False
 
 
 def test_large_multipart_upload_never_touches_a_temporary_file(monkeypatch):
@@ -22,7 +15,7 @@ def test_large_multipart_upload_never_touches_a_temporary_file(monkeypatch):
 
     monkeypatch.setattr(tempfile, "TemporaryFile", refuse)
     monkeypatch.setattr(tempfile, "SpooledTemporaryFile", refuse)
-    client = create_app(Settings(), NoModel()).test_client()
+    client = create_app(Settings(), NoFacesModel()).test_client()
     bomb = png_declaring(60_000, 60_000) + b"\0" * 2_000_000  # bigger than Werkzeug's 500 kB spool limit
     response = client.post("/v1/detect", data={"image": (io.BytesIO(bomb), "x.png")})
     assert response.status_code == 413
