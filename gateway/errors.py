@@ -50,6 +50,9 @@ class ImageTooLarge(ApiError):
 class BackendUnavailable(ApiError):
     status, code = 503, "backend_unavailable"
 
+    def __init__(self, message: str = "the inference server is unavailable or the model is not ready"):
+        super().__init__(message)
+
 
 class BackendTimeout(ApiError):
     status, code = 504, "backend_timeout"

@@ -17,5 +17,5 @@ def healthz():
 @bp.get("/readyz")
 def readyz():
     if not current_app.extensions["facecrop"].model.is_ready():
-        raise BackendUnavailable("the inference server is unavailable or the model is not ready")
+        raise BackendUnavailable()
     return jsonify(status="ready")

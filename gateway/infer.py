@@ -69,4 +69,4 @@ class TritonModel:
 def _api_error(error: InferenceServerException) -> BackendUnavailable | BackendTimeout:
     if "DEADLINE_EXCEEDED" in str(error.status()):
         return BackendTimeout("the inference server did not answer within the deadline")
-    return BackendUnavailable("the inference server is unavailable or the model is not ready")
+    return BackendUnavailable()

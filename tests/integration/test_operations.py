@@ -1,5 +1,6 @@
 """Operating the gateway: metrics, request ids and logs, API keys, overload, deadlines."""
 
+import io
 import json
 import re
 import time
@@ -69,8 +70,6 @@ def test_request_ids_and_one_json_log_line_without_image_content(stack):
     info = PngImagePlugin.PngInfo()
     info.add_text("Comment", marker)
     image = Image.open(photo(ASTRONAUT))
-    import io
-
     buffer = io.BytesIO()
     image.save(buffer, "PNG", pnginfo=info)
     request_id = f"test-{uuid.uuid4().hex}"

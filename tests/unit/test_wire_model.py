@@ -28,3 +28,17 @@ def test_same_faces_from_both_wire_formats(models, name):
     np.testing.assert_allclose(results["uint8"].scores, results["float32"].scores, atol=1e-5)
     np.testing.assert_allclose(results["uint8"].boxes, results["float32"].boxes, atol=0.05)
     np.testing.assert_allclose(results["uint8"].landmarks, results["float32"].landmarks, atol=0.05)
+
+
+def test_the_wire_model_builder_uses_the_gateways_constants():
+    """scripts/fetch_model.py stays standalone (the init image has no gateway); its copies must agree."""
+    import importlib.util
+
+    from gateway.postprocess import PRE_NMS_TOP_K
+    from gateway.preprocess import BGR_MEAN
+
+    spec = importlib.util.spec_from_file_location("fetch_model", PRODUCTION_REPOSITORY.parent / "scripts" / "fetch_model.py")
+    fetch_model = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fetch_model)
+    assert fetch_model.PRE_NMS_TOP_K == PRE_NMS_TOP_K
+    assert list(fetch_model.BGR_MEAN) == BGR_MEAN.tolist()
