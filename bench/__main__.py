@@ -157,8 +157,8 @@ def main() -> int:
     def postprocess(i: int, outputs) -> int:
         return len(detect_faces(outputs, inputs[i].size, inputs[i].scale, decoded[i].shape[:2], options))
 
-    crowded = max(range(14), key=lambda i: postprocess(i, model(inputs[i].tensor)))
-    outputs = model(inputs[crowded].tensor)
+    crowded = max(range(14), key=lambda i: postprocess(i, model(inputs[i].tensor)[0]))
+    [outputs] = model(inputs[crowded].tensor)
     post = closed_loop("postprocess only", lambda _: postprocess(crowded, outputs), [None], 1, max_count=200, max_seconds=10)
     face_count = postprocess(crowded, outputs)
 

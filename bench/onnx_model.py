@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime
 
-from gateway.postprocess import ModelOutputs, model_outputs
+from gateway.postprocess import ModelOutputs, batch_outputs
 
 
 class OnnxModel:
@@ -20,8 +20,8 @@ class OnnxModel:
     def run(self, tensor: np.ndarray) -> list[np.ndarray]:
         return self.session.run(self.output_names, {self.input_name: tensor})
 
-    def __call__(self, tensor: np.ndarray) -> ModelOutputs:
-        return model_outputs({name: output[0] for name, output in zip(self.output_names, self.run(tensor))})
+    def __call__(self, tensor: np.ndarray) -> list[ModelOutputs]:
+        return batch_outputs(dict(zip(self.output_names, self.run(tensor))))
 
     def is_ready(self) -> bool:
         return True

@@ -19,11 +19,12 @@ bp = Blueprint("api", __name__)
 
 
 def _detect(values: dict[str, str]) -> tuple[DetectionResult, list[dict]]:
+    """Every face found in the request's image, and the face objects of the first `max_faces`."""
     services = current_app.extensions["facecrop"]
     options = parse_detect_options(values)
     result = run_detection(read_image_bytes(request), services.model, services.settings, options, g.timer)
     note(image={**_image_size(result), "format": result.image.format}, faces=len(result.detections))
-    return result, face_objects(result.detections, options.landmarks)
+    return result, face_objects(result.detections[: options.max_faces], options.landmarks)
 
 
 def _image_size(result: DetectionResult) -> dict[str, int]:
@@ -50,7 +51,7 @@ def crop():
     region = plan.region
     headers = {
         "X-Crop-Rect": f"{region.x},{region.y},{region.width},{region.height}",
-        "X-Face-Count": str(len(faces)),
+        "X-Face-Count": str(len(result.detections)),
     }
     if options.format == "json":
         output = {"width": plan.output[0], "height": plan.output[1]}

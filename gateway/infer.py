@@ -9,7 +9,7 @@ import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
 from gateway.errors import BackendTimeout, BackendUnavailable
-from gateway.postprocess import ModelOutputs, model_outputs
+from gateway.postprocess import ModelOutputs, batch_outputs
 
 INPUT_NAME = "input"
 # What each wire format's model answers with (see gateway.postprocess.model_outputs).
@@ -29,7 +29,7 @@ CHANNEL_ARGS = [
 
 
 class TritonModel:
-    """A callable `tensor -> ModelOutputs` backed by a Triton model of the given wire format.
+    """A callable `batch tensor -> [ModelOutputs]` backed by a Triton model of the given wire format.
 
     Each thread gets its own gRPC client (and channel), so gunicorn's threads never share one.
     """
@@ -48,7 +48,7 @@ class TritonModel:
             client = self._local.client = grpcclient.InferenceServerClient(self.url, channel_args=CHANNEL_ARGS)
         return client
 
-    def __call__(self, tensor: np.ndarray) -> ModelOutputs:
+    def __call__(self, tensor: np.ndarray) -> list[ModelOutputs]:
         model_input = grpcclient.InferInput(INPUT_NAME, list(tensor.shape), TRITON_DATATYPES[tensor.dtype])
         model_input.set_data_from_numpy(tensor)
         outputs = [grpcclient.InferRequestedOutput(name) for name in self.output_names]
@@ -56,7 +56,7 @@ class TritonModel:
             result = self._client().infer(self.model_name, [model_input], outputs=outputs, client_timeout=self.timeout_s)
         except InferenceServerException as error:
             raise _api_error(error) from None
-        return model_outputs({name: result.as_numpy(name)[0] for name in self.output_names})
+        return batch_outputs({name: result.as_numpy(name) for name in self.output_names})
 
     def is_ready(self) -> bool:
         """Whether Triton answers and has the model loaded, within `ready_timeout_s`."""

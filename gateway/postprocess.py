@@ -10,12 +10,18 @@ import cv2
 import numpy as np
 
 from gateway.params import DetectOptions
+from gateway.preprocess import TILE_MIN_OVERLAP
 
 MIN_SIZES = ((16, 32), (64, 128), (256, 512))
 STEPS = (8, 16, 32)
 VARIANCES = (0.1, 0.2)
 NMS_IOU_THRESHOLD = 0.4
-PRE_NMS_TOP_K = 5000
+PRE_NMS_TOP_K = 3840  # the uint8 model's constant TopK K (scripts/fetch_model.py); the same cut for float32
+# detail=high: a tile's face counts only if no edge shared with a neighbour tile comes within
+# TILE_EDGE_MARGIN of it, and only up to TILED_MAX_FACE (the standard pass owns larger faces),
+# so every face the tiled pass is responsible for lies whole, with margins, in some tile.
+TILE_EDGE_MARGIN = 4
+TILED_MAX_FACE = TILE_MIN_OVERLAP - 2 * TILE_EDGE_MARGIN
 LANDMARK_NAMES = ("left_eye", "right_eye", "nose", "mouth_left", "mouth_right")
 
 
@@ -41,9 +47,15 @@ def model_outputs(named: dict[str, np.ndarray]) -> ModelOutputs:
     return ModelOutputs(np.arange(len(conf)), conf[:, 1], named["loc"], named["landmarks"])
 
 
+def batch_outputs(named: dict[str, np.ndarray]) -> list[ModelOutputs]:
+    """Each image's outputs from a batch's outputs [N, ...], by output name."""
+    count = len(next(iter(named.values())))
+    return [model_outputs({name: output[i] for name, output in named.items()}) for i in range(count)]
+
+
 @dataclass(frozen=True)
 class Detections:
-    """Faces in original-image pixels, sorted by score, highest first."""
+    """Face candidates or faces: scores, corner boxes and landmark points, in one pixel frame."""
 
     scores: np.ndarray  # [K], 0-1
     boxes: np.ndarray  # [K, 4] x1, y1, x2, y2
@@ -51,6 +63,23 @@ class Detections:
 
     def __len__(self) -> int:
         return len(self.scores)
+
+    def __getitem__(self, selection: slice | np.ndarray) -> Detections:
+        """The detections at `selection` (a slice, indices or a boolean mask), in that order."""
+        return Detections(self.scores[selection], self.boxes[selection], self.landmarks[selection])
+
+    def scaled(self, offset: tuple[float, float], scale: float) -> Detections:
+        """Moved by `offset` (x, y), then divided by `scale`: from a tile's pixels to the image's."""
+        shift = np.asarray(offset, dtype=np.float32)
+        return Detections(self.scores, (self.boxes + np.tile(shift, 2)) / scale, (self.landmarks + shift) / scale)
+
+    @staticmethod
+    def concatenate(parts: list[Detections]) -> Detections:
+        return Detections(
+            np.concatenate([p.scores for p in parts]),
+            np.concatenate([p.boxes for p in parts]).reshape(-1, 4),
+            np.concatenate([p.landmarks for p in parts]).reshape(-1, 5, 2),
+        )
 
 
 @lru_cache(maxsize=16)
@@ -81,14 +110,62 @@ def decode_landmarks(offsets: np.ndarray, anchors: np.ndarray) -> np.ndarray:
     return anchors[:, None, :2] + points * VARIANCES[0] * anchors[:, None, 2:]
 
 
-def nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float, limit: int) -> np.ndarray:
-    """Greedy non-maximum suppression (OpenCV's); indices of at most `limit` kept boxes, best first."""
+def nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float) -> np.ndarray:
+    """Greedy non-maximum suppression (OpenCV's): indices of every kept box, best first."""
     if not len(boxes):
         return np.zeros(0, dtype=np.int64)
     corners = boxes.astype(np.float64)
     rects = np.hstack([corners[:, :2], corners[:, 2:] - corners[:, :2]])
-    keep = cv2.dnn.NMSBoxes(rects, scores.astype(np.float32), 0.0, iou_threshold, top_k=limit)
+    # top_k=0: no cut before suppression (a cut there drops faces, not just candidates).
+    keep = cv2.dnn.NMSBoxes(rects, scores.astype(np.float32), 0.0, iou_threshold, top_k=0)
     return np.asarray(keep, dtype=np.int64).reshape(-1)
+
+
+def candidates(outputs: ModelOutputs, input_shape: tuple[int, int], min_score: float) -> Detections:
+    """The best PRE_NMS_TOP_K anchors scoring at least `min_score`, decoded to model-input pixels."""
+    scores = outputs.scores
+    chosen = np.flatnonzero(scores >= min_score)
+    chosen = chosen[np.argsort(-scores[chosen], kind="stable")[:PRE_NMS_TOP_K]]
+    anchors = priors(*input_shape)[outputs.anchor_index[chosen]]
+    size = np.array([input_shape[1], input_shape[0]], dtype=np.float32)
+    boxes = decode_boxes(outputs.loc[chosen], anchors) * np.tile(size, 2)
+    landmarks = decode_landmarks(outputs.landmarks[chosen], anchors) * size
+    return Detections(scores[chosen], boxes, landmarks)
+
+
+def tile_candidates(
+    found: Detections, origin: tuple[int, int], tile_size: int, scaled_size: tuple[int, int], scale: float
+) -> Detections:
+    """A tile's candidates (tile pixels) that the tiled pass answers for, in original pixels:
+    those no longer than TILED_MAX_FACE that no inner tile edge cuts."""
+    x, y = origin
+    height, width = scaled_size
+    boxes = found.boxes
+    keep = np.maximum(boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]) <= TILED_MAX_FACE
+    low, high = TILE_EDGE_MARGIN, tile_size - TILE_EDGE_MARGIN
+    if x > 0:
+        keep &= boxes[:, 0] >= low
+    if y > 0:
+        keep &= boxes[:, 1] >= low
+    if x + tile_size < width:
+        keep &= boxes[:, 2] <= high
+    if y + tile_size < height:
+        keep &= boxes[:, 3] <= high
+    return found[keep].scaled(origin, scale)
+
+
+def finish(found: Detections, image_shape: tuple[int, int], options: DetectOptions) -> Detections:
+    """Clip candidates in original pixels to the image (H, W), drop small ones, suppress overlaps.
+
+    Every face is kept: `max_faces` limits only what a response lists, not what is found.
+    """
+    height, width = image_shape
+    boxes = np.clip(found.boxes, 0, [width, height, width, height])
+    sides = np.minimum(boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1])
+    big_enough = (sides >= options.min_face_size) & (sides > 0)
+    landmarks = np.clip(found.landmarks, 0, [width - 1, height - 1])
+    kept = Detections(found.scores, boxes, landmarks)[big_enough]
+    return kept[nms(kept.boxes, kept.scores, NMS_IOU_THRESHOLD)]
 
 
 def detect_faces(
@@ -103,22 +180,8 @@ def detect_faces(
     `input_shape` is the (padded) model input's (H, W), `scale` the model-input pixels per
     original pixel and `image_shape` the original (H, W) that results are clipped to.
     """
-    scores = outputs.scores
-    candidates = np.flatnonzero(scores >= options.min_confidence / 100)
-    candidates = candidates[np.argsort(-scores[candidates], kind="stable")[:PRE_NMS_TOP_K]]
-    anchors = priors(*input_shape)
-    to_pixels = np.array([input_shape[1], input_shape[0]], dtype=np.float32) / scale
-    boxes = decode_boxes(outputs.loc[candidates], anchors[outputs.anchor_index[candidates]]) * np.tile(to_pixels, 2)
-    height, width = image_shape
-    boxes = np.clip(boxes, 0, [width, height, width, height])
-    sides = np.minimum(boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1])
-    big_enough = (sides >= options.min_face_size) & (sides > 0)
-    candidates, boxes = candidates[big_enough], boxes[big_enough]
-    keep = nms(boxes, scores[candidates], NMS_IOU_THRESHOLD, options.max_faces)
-    chosen = candidates[keep]
-    landmarks = decode_landmarks(outputs.landmarks[chosen], anchors[outputs.anchor_index[chosen]]) * to_pixels
-    landmarks = np.clip(landmarks, 0, [width - 1, height - 1])
-    return Detections(scores=scores[chosen], boxes=boxes[keep], landmarks=landmarks)
+    found = candidates(outputs, input_shape, options.min_confidence / 100).scaled((0, 0), scale)
+    return finish(found, image_shape, options)
 
 
 def face_objects(detections: Detections, with_landmarks: bool) -> list[dict]:

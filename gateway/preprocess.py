@@ -14,6 +14,11 @@ import cv2
 import numpy as np
 
 BGR_MEAN = np.array([104, 117, 123], dtype=np.uint8)
+# detail=high: the tiled pass never enlarges the original more than this, and runs only where
+# it sees the image at least this many times larger than the standard pass (see tiled_scale).
+MAX_TILED_UPSCALE = 2.0
+MIN_TILED_GAIN = 1.5
+TILE_MIN_OVERLAP = 128  # tiled-pass pixels; postprocess keeps only faces that fit inside it
 
 
 @dataclass(frozen=True)
@@ -49,17 +54,65 @@ def resize_for_model(pixels: np.ndarray, target_size: int) -> tuple[np.ndarray, 
     return cv2.resize(pixels, size, interpolation=cv2.INTER_LINEAR), scale
 
 
+def pack(pieces: list[np.ndarray], shape: tuple[int, int], wire_format: str) -> np.ndarray:
+    """A batch of `shape` (H, W) inputs in `wire_format`, each piece in its top-left corner, padded."""
+    height, width = shape
+    if wire_format == "uint8":
+        tensor = np.empty((len(pieces), height, width, 3), dtype=np.uint8)
+        tensor[:] = BGR_MEAN
+        for slot, piece in zip(tensor, pieces):
+            slot[: piece.shape[0], : piece.shape[1]] = piece
+        return tensor
+    tensor = np.zeros((len(pieces), 3, height, width), dtype=np.float32)
+    for slot, piece in zip(tensor, pieces):
+        np.subtract(piece.transpose(2, 0, 1), BGR_MEAN.reshape(3, 1, 1), out=slot[:, : piece.shape[0], : piece.shape[1]], dtype=np.float32)
+    return tensor
+
+
 def to_model_input(pixels: np.ndarray, target_size: int, pad_multiple: int, wire_format: str) -> ModelInput:
     """The model input for `pixels` in `wire_format` (`uint8` or `float32`)."""
     resized, scale = resize_for_model(pixels, target_size)
-    height, width = resized.shape[:2]
-    padded_height, padded_width = canonical_shape(height, width, target_size, pad_multiple)
-    if wire_format == "uint8":
-        tensor = np.empty((1, padded_height, padded_width, 3), dtype=np.uint8)
-        tensor[0, :height, :width] = resized
-        tensor[0, height:, :] = BGR_MEAN
-        tensor[0, :height, width:] = BGR_MEAN
-    else:
-        tensor = np.zeros((1, 3, padded_height, padded_width), dtype=np.float32)
-        np.subtract(resized.transpose(2, 0, 1), BGR_MEAN.reshape(3, 1, 1), out=tensor[0, :, :height, :width], dtype=np.float32)
-    return ModelInput(tensor=tensor, size=(padded_height, padded_width), scale=scale)
+    shape = canonical_shape(*resized.shape[:2], target_size, pad_multiple)
+    return ModelInput(tensor=pack([resized], shape, wire_format), size=shape, scale=scale)
+
+
+@dataclass(frozen=True)
+class TiledInput:
+    """The image enlarged for `detail=high`, cut into overlapping square tiles sent as one batch."""
+
+    tensor: np.ndarray  # [N, T, T, 3] uint8 or [N, 3, T, T] float32
+    origins: tuple[tuple[int, int], ...]  # each tile's top-left (x, y) in the scaled image
+    tile_size: int  # T
+    scaled_size: tuple[int, int]  # (H, W) of the scaled image the tiles cover
+    scale: float  # scaled-image pixels per original pixel
+
+
+def tiled_scale(height: int, width: int, target_size: int) -> float | None:
+    """Scale of the tiled pass: twice the standard one, but never enlarging the original more than
+    MAX_TILED_UPSCALE; None where that gains less than MIN_TILED_GAIN over the standard pass
+    (a small photo the standard pass already enlarged: more enlargement only blurs it)."""
+    standard = scale_for(height, width, target_size)
+    scale = min(2 * standard, MAX_TILED_UPSCALE)
+    return scale if scale >= MIN_TILED_GAIN * standard else None
+
+
+def tile_starts(length: int, tile: int, min_overlap: int) -> list[int]:
+    """Evenly spread starts of the fewest `tile`-long windows covering `length`, overlapping
+    each other by at least `min_overlap`."""
+    if length <= tile:
+        return [0]
+    count = math.ceil((length - min_overlap) / (tile - min_overlap))
+    return [round(i * (length - tile) / (count - 1)) for i in range(count)]
+
+
+def to_tiles(pixels: np.ndarray, scale: float, tile_size: int, min_overlap: int, wire_format: str) -> TiledInput:
+    """`pixels` scaled by `scale` and cut into `tile_size` squares (padded where the image is smaller)."""
+    height, width = pixels.shape[:2]
+    size = (max(1, round(width * scale)), max(1, round(height * scale)))
+    scaled = cv2.resize(pixels, size, interpolation=cv2.INTER_LINEAR)
+    origins = tuple(
+        (x, y) for y in tile_starts(size[1], tile_size, min_overlap) for x in tile_starts(size[0], tile_size, min_overlap)
+    )
+    pieces = [scaled[y : y + tile_size, x : x + tile_size] for x, y in origins]
+    tensor = pack(pieces, (tile_size, tile_size), wire_format)
+    return TiledInput(tensor=tensor, origins=origins, tile_size=tile_size, scaled_size=(size[1], size[0]), scale=scale)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -21,11 +22,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+import yaml
+
 from local_triton.render import render_repository
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PRODUCTION_REPOSITORY = PROJECT_ROOT / "model_repository"
 BUILD_DIR = PROJECT_ROOT / "build"
+COMPOSE_FILE = PROJECT_ROOT / "docker-compose.yml"
+LOCAL_ONLY_FLAGS = ("--model-repository=",)  # set by start_triton for the local rendering
+
+
+def production_flags() -> list[str]:
+    """Triton's flags in docker-compose.yml (a `${VAR:-default}` as its default), less those
+    the local run sets itself: the local server runs with the production's flags."""
+    command = yaml.safe_load(COMPOSE_FILE.read_text())["services"]["triton"]["command"]
+    flags = [re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", word) for word in command[1:]]
+    return [flag for flag in flags if not flag.startswith(LOCAL_ONLY_FLAGS)]
 
 
 @dataclass(frozen=True)
@@ -93,6 +106,7 @@ def start_triton(
         "--backend-config=python,shm-default-byte-size=67108864",
         "--backend-config=python,shm-growth-byte-size=67108864",
         "--log-verbose=0",
+        *production_flags(),
     ]
     return _spawn(command, triton_environment(server_dir), log_path)
 

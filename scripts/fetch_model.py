@@ -23,7 +23,9 @@ MODEL_SHA256 = "b7a7acab55e104dce6f32cdfff929bd83946da5cd869b9e2e9bdffafd1b7e4a5
 RAW_MODEL = Path("retinaface") / "1" / "model.onnx"
 WIRE_MODEL = Path("retinaface_uint8") / "1" / "model.onnx"
 BGR_MEAN = (104.0, 117.0, 123.0)
-PRE_NMS_TOP_K = 5000
+# A constant K for TopK, as TensorRT requires, and at most 3840 (TensorRT's TopK limit); every
+# canonical input shape has more anchors than this (the smallest, 256x1024, has 10,752).
+PRE_NMS_TOP_K = 3840
 
 
 def sha256_of(data: bytes) -> str:
@@ -53,7 +55,10 @@ def wrap_for_wire(original: bytes) -> bytes:
     In:  `input` uint8 [N, H, W, 3], BGR pixels (pad with the mean colour: zero once centred).
     Out: `scores` float32 [N, K] (face probability, descending), `anchor_index` int32 [N, K],
          `loc` float32 [N, K, 4] and `landmarks` float32 [N, K, 10] for those anchors,
-         K = min(PRE_NMS_TOP_K, anchors).
+         K = PRE_NMS_TOP_K (the input needs at least K anchors: both sides 256 or more, one 1024).
+
+    Built for TensorRT through ONNX Runtime: the uint8 input's only consumer is a Cast (TensorRT
+    takes uint8 only as a network input feeding a Cast), and TopK's K is a constant.
     """
     import numpy as np
     import onnx
@@ -67,28 +72,20 @@ def wrap_for_wire(original: bytes) -> bytes:
         node.output[:] = [f"all_{name}" if name in ("loc", "conf", "landmarks") else name for name in node.output]
     constants = {
         "bgr_mean": np.array(BGR_MEAN, np.float32).reshape(1, 3, 1, 1),
-        "top_k": np.array([PRE_NMS_TOP_K], np.float32),
+        "top_k": np.array([PRE_NMS_TOP_K], np.int64),
         "face_class": np.array(1, np.int64),
-        "anchor_axis": np.array(1, np.int64),
         "box_width": np.array([1, 1, 4], np.int64),
         "landmark_width": np.array([1, 1, 10], np.int64),
     }
     graph.initializer.extend(numpy_helper.from_array(value, name) for name, value in constants.items())
     before = [
-        helper.make_node("Transpose", ["input"], ["pixels_nchw"], perm=[0, 3, 1, 2]),
-        helper.make_node("Cast", ["pixels_nchw"], ["pixels_float"], to=TensorProto.FLOAT),
-        helper.make_node("Sub", ["pixels_float", "bgr_mean"], ["centred_nchw"]),
+        helper.make_node("Cast", ["input"], ["pixels_float"], to=TensorProto.FLOAT),
+        helper.make_node("Transpose", ["pixels_float"], ["pixels_nchw"], perm=[0, 3, 1, 2]),
+        helper.make_node("Sub", ["pixels_nchw", "bgr_mean"], ["centred_nchw"]),
     ]
     after = [
         helper.make_node("Gather", ["all_conf", "face_class"], ["face_scores"], axis=2),
-        helper.make_node("Shape", ["face_scores"], ["score_shape"]),
-        helper.make_node("Gather", ["score_shape", "anchor_axis"], ["anchor_count"], axis=0),
-        helper.make_node("Unsqueeze", ["anchor_count"], ["anchor_count_1d"], axes=[0]),
-        # K = min(PRE_NMS_TOP_K, anchors), in float: opset 11's Min has no integer kernel
-        helper.make_node("Cast", ["anchor_count_1d"], ["anchor_count_float"], to=TensorProto.FLOAT),
-        helper.make_node("Min", ["anchor_count_float", "top_k"], ["k_float"]),
-        helper.make_node("Cast", ["k_float"], ["k"], to=TensorProto.INT64),
-        helper.make_node("TopK", ["face_scores", "k"], ["scores", "top_index"], axis=1),
+        helper.make_node("TopK", ["face_scores", "top_k"], ["scores", "top_index"], axis=1),
         helper.make_node("Cast", ["top_index"], ["anchor_index"], to=TensorProto.INT32),
         helper.make_node("Unsqueeze", ["top_index"], ["top_index_3d"], axes=[2]),
         helper.make_node("Expand", ["top_index_3d", "box_width"], ["box_index"]),

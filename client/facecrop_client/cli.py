@@ -23,6 +23,7 @@ def add_detect_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-faces", type=int, help="1-1000 (service default 100)")
     parser.add_argument("--min-face-size", type=float, help="shortest face side in pixels")
     parser.add_argument("--no-landmarks", dest="landmarks", action="store_false", default=None)
+    parser.add_argument("--detail", choices=("standard", "high"), help="high: also a tiled pass for small faces (slower)")
 
 
 def add_crop_options(parser: argparse.ArgumentParser) -> None:
@@ -64,7 +65,7 @@ def service_params(args: argparse.Namespace, names: tuple[str, ...]) -> dict:
     return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
 
 
-DETECT_OPTIONS = ("min_confidence", "max_faces", "min_face_size", "landmarks")
+DETECT_OPTIONS = ("min_confidence", "max_faces", "min_face_size", "landmarks", "detail")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -52,7 +52,11 @@ function drawFaces(faces) {
 }
 
 function cropParams() {
-  return { width: $("width").value, height: $("height").value, zoom: $("zoom").value, faces: $("faces").value };
+  return { width: $("width").value, height: $("height").value, zoom: $("zoom").value, faces: $("faces").value, detail: detail() };
+}
+
+function detail() {
+  return $("detail").checked ? "high" : "standard";
 }
 
 function showCurl(params) {
@@ -88,7 +92,7 @@ async function load(file) {
   $("face-count").dataset.count = "";
   try {
     state.bitmap = await createImageBitmap(file, { imageOrientation: "from-image" });
-    const response = await callApi("/v1/detect", { min_confidence: 50 });
+    const response = await callApi("/v1/detect", { min_confidence: 50, max_faces: 1000, detail: detail() });
     const result = await response.json();
     drawFaces(result.faces);
     setStatus(`${result.faces.length} face(s) in a ${result.image.width}x${result.image.height} photo.`);
@@ -108,3 +112,4 @@ zone.addEventListener("drop", (event) => {
   if (event.dataTransfer.files[0]) load(event.dataTransfer.files[0]);
 });
 for (const id of ["width", "height", "zoom", "faces"]) $(id).addEventListener("input", scheduleCrop);
+$("detail").addEventListener("change", () => state.file && load(state.file));

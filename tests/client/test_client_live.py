@@ -130,3 +130,14 @@ def test_batch_stops_cleanly_on_ctrl_c_and_a_rerun_finishes(stack, tmp_path):
     rerun = run_cli(stack, "batch", str(tmp_path / "in"), str(output), "--mode", "detect")
     assert f"{len(partial)} already done" in rerun.stderr
     assert sorted(d["path"] for d in read_jsonl(output)) == sorted(n for n in names if "broken" not in n)
+
+
+def test_detail_high_from_the_client_and_the_command_line(stack):
+    crowd = FACES / "wider_val_native" / "images" / "0_Parade_marchingband_1_410.jpg"
+    client = Client(stack.gateway)
+    standard = client.detect(crowd, max_faces=1000)
+    high = client.detect(crowd, max_faces=1000, detail="high")
+    assert len(high.faces) > len(standard.faces)
+    detected = run_cli(stack, "detect", str(crowd), "--max-faces", "1000", "--detail", "high")
+    assert detected.returncode == 0, detected.stderr
+    assert len(json.loads(detected.stdout)["faces"]) == len(high.faces)

