@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 MODEL := model_repository/retinaface_uint8/1/model.onnx
 
-.PHONY: serve stop test bench soak model venv clean
+.PHONY: serve stop test bench soak model venv clean gpu-check
 
 # The virtual environment, from the exact pins in the lock files (no resolution at install).
 $(VENV)/.installed: requirements-dev.lock gateway/requirements.lock client/pyproject.toml
@@ -45,6 +45,10 @@ bench: $(MODEL)
 # Five minutes at the measured capacity on loopback; prints a table, fails on errors or memory growth.
 soak: $(MODEL)
 	$(PY) -m bench.soak
+
+# On a GPU host: brings up the production compose stack and checks it step by step (deploy/gpu_check.py).
+gpu-check: $(VENV)/.installed
+	$(PY) deploy/gpu_check.py
 
 clean:
 	rm -rf $(VENV) build $(MODEL)

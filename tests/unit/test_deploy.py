@@ -1,5 +1,6 @@
 """Static checks of the GPU-host deployment: compose, Dockerfiles, Kubernetes, pinned versions."""
 
+import os
 import re
 import subprocess
 import sys
@@ -136,3 +137,59 @@ def test_lock_files_agree():
     for lock in (ROOT / "gateway" / "requirements.lock", ROOT / "deploy" / "model-init" / "requirements.lock"):
         for name, version in pins(lock).items():
             assert local.get(name) == version, f"{lock.name}: {name}=={version}, local setup has {local.get(name)}"
+
+
+def kustomize(tmp_path: Path, components: list[str]) -> Path:
+    """`kubectl kustomize` of the manifests with `components`, into a file."""
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    base = os.path.relpath(KUBERNETES, overlay)  # kustomize takes relative paths only
+    kustomization = {"resources": [base], "components": [f"{base}/components/{c}" for c in components]}
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    result = run(str(BIN / "kubectl"), "kustomize", "--load-restrictor", "LoadRestrictionsNone", str(overlay))
+    assert result.returncode == 0, result.stderr
+    rendered = tmp_path / "rendered.yaml"
+    rendered.write_text(result.stdout)
+    return rendered
+
+
+def test_kubernetes_components_render_and_validate(tmp_path):
+    components = sorted(p.name for p in (KUBERNETES / "components").iterdir())
+    assert components == ["nvidia-runtime", "trt-cache-pvc"]
+    rendered = kustomize(tmp_path, components)
+    result = run(str(BIN / "kubernetes-validate"), "--strict", "--quiet", str(rendered))
+    assert result.returncode == 0, result.stdout + result.stderr
+    docs = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(rendered.read_text())}
+    pod = docs[("Deployment", "triton")]["spec"]["template"]["spec"]
+    assert pod["runtimeClassName"] == "nvidia"
+    (cache,) = [v for v in pod["volumes"] if v["name"] == "trt-cache"]
+    assert cache == {"name": "trt-cache", "persistentVolumeClaim": {"claimName": "triton-trt-cache"}}
+    assert docs[("PersistentVolumeClaim", "triton-trt-cache")]["spec"]["accessModes"] == ["ReadWriteMany"]
+
+
+def triton_flags() -> dict[str, list[str]]:
+    compose_flags = compose()["services"]["triton"]["command"][1:]
+    (deployment,) = [d for d in manifests() if d["kind"] == "Deployment" and d["metadata"]["name"] == "triton"]
+    kubernetes_flags = deployment["spec"]["template"]["spec"]["containers"][0]["args"][1:]
+    return {"compose": compose_flags, "kubernetes": kubernetes_flags}
+
+
+def test_compose_and_kubernetes_run_triton_with_the_same_flags():
+    flags = triton_flags()
+    assert [re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", f) for f in flags["compose"]] == flags["kubernetes"]
+    assert "--model-config-name=default" in flags["kubernetes"]  # no configs/default.pbtxt: config.pbtxt
+    assert not any((ROOT / "model_repository").glob("*/configs/default.pbtxt"))
+    age = {f.split("=")[0]: int(f.split("=")[1]) for f in flags["kubernetes"] if f.startswith("--grpc-max-connection-age")}
+    from gateway.config import Settings
+
+    assert age["--grpc-max-connection-age-grace"] > Settings().infer_timeout_s * 1000
+
+
+def test_the_triton_release_knows_every_flag():
+    """The pytriton wheel's tritonserver is Triton 2.51, the release of the 24.10 image."""
+    from local_triton.processes import pytriton_server_dir, triton_environment
+
+    server = pytriton_server_dir()
+    usage = subprocess.run([str(server / "bin" / "tritonserver"), "--help"], capture_output=True, text=True, env=triton_environment(server))
+    for flag in set(triton_flags()["compose"] + triton_flags()["kubernetes"]):
+        assert f"  {flag.split('=')[0]} " in usage.stdout + usage.stderr, flag
