@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 MODEL := model_repository/retinaface_uint8/1/model.onnx
 
-.PHONY: serve stop test bench soak model venv clean gpu-check
+.PHONY: serve stop test lint bench soak model venv clean gpu-check
 
 # The virtual environment, from the exact pins in the lock files (no resolution at install).
 $(VENV)/.installed: requirements-dev.lock gateway/requirements.lock client/pyproject.toml
@@ -36,7 +36,13 @@ CHROMIUM := /usr/bin/chromium
 $(CHROMIUM):
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
 
-test: $(MODEL) $(CHROMIUM)
+# Lint, format and types first (seconds), then every test.
+lint: $(VENV)/.installed
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy
+
+test: lint $(MODEL) $(CHROMIUM)
 	$(PY) -m pytest
 
 bench: $(MODEL)

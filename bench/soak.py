@@ -14,8 +14,8 @@ import time
 
 import numpy as np
 
-from bench.__main__ import load_photos, service_call
 from bench.harness import closed_loop
+from bench.workload import load_photos, service_call
 from local_triton.processes import child_pids, rss_mib, running_stack
 
 
@@ -47,11 +47,23 @@ def main() -> None:
             while not done.wait(args.sample):
                 gateway = family_rss_mib(stack.gateway_process.pid)
                 samples.append((time.monotonic() - started, gateway, family_rss_mib(stack.triton_process.pid)))
-                print(f"  {samples[-1][0]:5.0f} s  gateway {gateway:6.1f} MiB  triton {samples[-1][2]:6.1f} MiB  requests {len(statuses)}", flush=True)
+                print(
+                    f"  {samples[-1][0]:5.0f} s  gateway {gateway:6.1f} MiB  "
+                    f"triton {samples[-1][2]:6.1f} MiB  requests {len(statuses)}",
+                    flush=True,
+                )
 
         sampler = threading.Thread(target=sample_memory, daemon=True)
         sampler.start()
-        soak = closed_loop("soak", lambda data: statuses.append(call(data)), photos, args.concurrency, max_count=10**9, max_seconds=args.seconds, warmup=0)
+        soak = closed_loop(
+            "soak",
+            lambda data: statuses.append(call(data)),
+            photos,
+            args.concurrency,
+            max_count=10**9,
+            max_seconds=args.seconds,
+            warmup=0,
+        )
         done.set()
         sampler.join()
 
@@ -68,9 +80,15 @@ def main() -> None:
     print(f"| duration | {soak.wall_s:.0f} s at concurrency {args.concurrency} |")
     print(f"| requests | {soak.count} ({soak.throughput:.1f}/s; capacity {capacity.throughput:.1f}/s) |")
     print(f"| errors (non-200) | {errors} |")
-    print(f"| latency p50 / p95 / p99 | {soak.percentile_ms(50):.0f} / {soak.percentile_ms(95):.0f} / {soak.percentile_ms(99):.0f} ms |")
-    print(f"| gateway memory after warm-up (median of {window} samples) | {first[0]:.0f} -> {last[0]:.0f} MiB ({growth[0]:+.1f}%) |")
-    print(f"| Triton memory after warm-up (median of {window} samples) | {first[1]:.0f} -> {last[1]:.0f} MiB ({growth[1]:+.1f}%) |")
+    print("| latency p50 / p95 / p99 | " + " / ".join(f"{soak.percentile_ms(q):.0f}" for q in (50, 95, 99)) + " ms |")
+    print(
+        f"| gateway memory after warm-up (median of {window} samples) "
+        f"| {first[0]:.0f} -> {last[0]:.0f} MiB ({growth[0]:+.1f}%) |"
+    )
+    print(
+        f"| Triton memory after warm-up (median of {window} samples) "
+        f"| {first[1]:.0f} -> {last[1]:.0f} MiB ({growth[1]:+.1f}%) |"
+    )
     verdict = errors == 0 and max(growth) < 5
     print(f"\n{'PASS' if verdict else 'FAIL'}: zero errors and memory growth under 5% after warm-up")
     raise SystemExit(0 if verdict else 1)

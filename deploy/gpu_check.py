@@ -38,7 +38,9 @@ MODELS = ("retinaface_uint8", "retinaface")
 # Triton 24.10 is built on CUDA 12.6: R560+, or a data-centre forward-compatibility branch.
 MIN_DRIVER = 560
 COMPATIBLE_BRANCHES = {470: 57, 525: 0, 535: 0, 545: 0}
-FAILURE_PATTERNS = re.compile(r"EP_FAIL|provide all the dynamic shape|profile|Falling back|TensorRT EP .*fail|UNAVAILABLE", re.I)
+FAILURE_PATTERNS = re.compile(
+    r"EP_FAIL|provide all the dynamic shape|profile|Falling back|TensorRT EP .*fail|UNAVAILABLE", re.I
+)
 
 
 def driver_verdict(version: str) -> tuple[bool, str]:
@@ -56,7 +58,9 @@ def log_failures(log: str) -> list[str]:
     return [line for line in log.splitlines() if FAILURE_PATTERNS.search(line)]
 
 
-def same_faces(tensorrt: list[dict], cuda: list[dict], min_iou: float = 0.8, max_confidence_gap: float = 3.0) -> str | None:
+def same_faces(
+    tensorrt: list[dict], cuda: list[dict], min_iou: float = 0.8, max_confidence_gap: float = 3.0
+) -> str | None:
     """Why two /v1/detect face lists disagree beyond FP16 noise, or None when they agree."""
     if abs(len(tensorrt) - len(cuda)) > max(1, len(cuda) // 20):
         return f"{len(tensorrt)} faces with TensorRT, {len(cuda)} with CUDA"
@@ -133,7 +137,10 @@ def detect_all() -> dict[str, list[dict]]:
     from facecrop_client import Client
 
     client = Client(GATEWAY, timeout=120)
-    return {p.name: client.detect(p, min_confidence=20, max_faces=1000, detail="high").raw["faces"] for p in sorted(PHOTOS.glob("*.jpg"))}
+    return {
+        p.name: client.detect(p, min_confidence=20, max_faces=1000, detail="high").raw["faces"]
+        for p in sorted(PHOTOS.glob("*.jpg"))
+    }
 
 
 def main() -> int:
@@ -153,7 +160,9 @@ def main() -> int:
         return outcome
 
     def driver():
-        version, name = sh("nvidia-smi", "--query-gpu=driver_version,name", "--format=csv,noheader").splitlines()[0].split(",", 1)
+        version, name = (
+            sh("nvidia-smi", "--query-gpu=driver_version,name", "--format=csv,noheader").splitlines()[0].split(",", 1)
+        )
         usable, verdict = driver_verdict(version.strip())
         return f"{verdict}, {name.strip()}" if usable else f"FAIL: {verdict}"
 
@@ -189,7 +198,11 @@ def main() -> int:
         started = time.monotonic()
         run_batches()
         new = set(cached_engines()) - before
-        return f"FAIL: new engine files {sorted(new)}" if new else f"{time.monotonic() - started:.1f} s for all batch sizes"
+        return (
+            f"FAIL: new engine files {sorted(new)}"
+            if new
+            else f"{time.monotonic() - started:.1f} s for all batch sizes"
+        )
 
     step("6 batches 1..max at 1024x1024 without a rebuild", batches)
 

@@ -47,7 +47,9 @@ def crop():
     plan = plan_crop(result.detections.boxes, (size["width"], size["height"]), options)
     max_pixels = current_app.extensions["facecrop"].settings.max_pixels
     if plan.output[0] * plan.output[1] > max_pixels:
-        raise OutputTooLarge(f"a {plan.output[0]}x{plan.output[1]} output is more than the limit of {max_pixels} pixels")
+        raise OutputTooLarge(
+            f"a {plan.output[0]}x{plan.output[1]} output is more than the limit of {max_pixels} pixels"
+        )
     region = plan.region
     headers = {
         "X-Crop-Rect": f"{region.x},{region.y},{region.width},{region.height}",

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import cast
 
 from flask import Flask, jsonify
+from flask.json.provider import DefaultJSONProvider
 from werkzeug.exceptions import HTTPException
 
 from gateway import access, api, health, observe, pages
@@ -25,14 +27,11 @@ class Services:
 def create_app(settings: Settings | None = None, model: Model | None = None) -> Flask:
     """Build the gateway; `model` defaults to the Triton model named in `settings`."""
     settings = settings or Settings.from_env()
-    if model is None:
-        model = TritonModel(
-            settings.triton_url, settings.model_name, settings.wire_format, settings.infer_timeout_s, settings.ready_timeout_s
-        )
+    model = model or TritonModel.from_settings(settings)
     app = Flask(__name__)
     app.request_class = InMemoryRequest
     app.config["MAX_CONTENT_LENGTH"] = settings.max_upload_bytes
-    app.json.sort_keys = False
+    cast(DefaultJSONProvider, app.json).sort_keys = False
     app.extensions["facecrop"] = Services(settings=settings, model=model)
     observe.configure_logging()
     limit = access.InFlightLimit(settings.max_in_flight)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
-DEFAULT_MODELS = {"uint8": "retinaface_uint8", "float32": "retinaface"}
+from gateway.wire import WIRE_FORMATS, WireFormat
 
 
 @dataclass(frozen=True)
@@ -15,7 +15,7 @@ class Settings:
 
     triton_url: str = "127.0.0.1:8001"
     wire_format: str = "uint8"
-    model_name: str = "retinaface_uint8"
+    model_name: str = ""  # empty: the wire format's model
     target_size: int = 1024
     pad_multiple: int = 256
     max_upload_bytes: int = 20 * 1024 * 1024
@@ -27,7 +27,7 @@ class Settings:
     cors_origins: tuple[str, ...] = ()
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] = os.environ) -> "Settings":
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
         """Read `FACECROP_*` variables, falling back to the defaults above.
 
         FACECROP_TRITON_URL        Triton gRPC address, host:port (127.0.0.1:8001)
@@ -49,11 +49,10 @@ class Settings:
         FACECROP_CORS_ORIGINS      comma-separated origins allowed to call the API from a
                                    browser (none: CORS off)
         """
-        wire_format = environ.get("FACECROP_WIRE_FORMAT", cls.wire_format)
-        settings = cls(
+        return cls(
             triton_url=environ.get("FACECROP_TRITON_URL", cls.triton_url),
-            wire_format=wire_format,
-            model_name=environ.get("FACECROP_MODEL_NAME", DEFAULT_MODELS.get(wire_format, "")),
+            wire_format=environ.get("FACECROP_WIRE_FORMAT", cls.wire_format),
+            model_name=environ.get("FACECROP_MODEL_NAME", ""),
             target_size=int(environ.get("FACECROP_TARGET_SIZE", cls.target_size)),
             pad_multiple=int(environ.get("FACECROP_PAD_MULTIPLE", cls.pad_multiple)),
             max_upload_bytes=int(environ.get("FACECROP_MAX_UPLOAD_BYTES", cls.max_upload_bytes)),
@@ -64,19 +63,25 @@ class Settings:
             api_keys=_api_keys(environ),
             cors_origins=_words(environ.get("FACECROP_CORS_ORIGINS", "")),
         )
-        settings.validate()
-        return settings
 
-    def validate(self) -> None:
-        """Refuse settings the model cannot run with (its strides need multiples of 32)."""
-        if self.wire_format not in DEFAULT_MODELS:
-            raise ValueError(f"FACECROP_WIRE_FORMAT must be one of {', '.join(DEFAULT_MODELS)}")
+    def __post_init__(self) -> None:
+        """Refuse settings the model cannot run with (its strides need multiples of 32), on
+        construction; fill in the wire format's model when none is named."""
+        if self.wire_format not in WIRE_FORMATS:
+            raise ValueError(f"FACECROP_WIRE_FORMAT must be one of {', '.join(WIRE_FORMATS)}")
+        if not self.model_name:
+            object.__setattr__(self, "model_name", self.wire.model_name)
         if self.max_in_flight < 1:
             raise ValueError("FACECROP_MAX_IN_FLIGHT must be at least 1")
         if self.target_size <= 0 or self.target_size % 32:
             raise ValueError("FACECROP_TARGET_SIZE must be a positive multiple of 32")
         if self.pad_multiple <= 0 or self.pad_multiple % 32:
             raise ValueError("FACECROP_PAD_MULTIPLE must be a positive multiple of 32")
+
+    @property
+    def wire(self) -> WireFormat:
+        """The wire format's single definition (model input layout, outputs, parser)."""
+        return WIRE_FORMATS[self.wire_format]
 
 
 def _words(text: str, separator: str = ",") -> tuple[str, ...]:

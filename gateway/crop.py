@@ -37,7 +37,9 @@ def face_box(boxes: np.ndarray, faces: str) -> np.ndarray | None:
     return np.concatenate([boxes[:, :2].min(axis=0), boxes[:, 2:].max(axis=0)])
 
 
-def focal_point(box: np.ndarray | None, gravity: str | tuple[float, float], image: tuple[int, int]) -> tuple[float, float]:
+def focal_point(
+    box: np.ndarray | None, gravity: str | tuple[float, float], image: tuple[int, int]
+) -> tuple[float, float]:
     """The face box's centre for gravity=face; else (or with no face) the image centre or XxY."""
     width, height = image
     if gravity == "face" and box is not None:
@@ -62,7 +64,11 @@ def widen_to_aspect(size: tuple[float, float], aspect: float, image: tuple[int, 
     else:
         height = width / aspect
     if width > image[0] or height > image[1]:
-        width, height = (image[1] * aspect, float(image[1])) if image[0] / image[1] > aspect else (float(image[0]), image[0] / aspect)
+        width, height = (
+            (image[1] * aspect, float(image[1]))
+            if image[0] / image[1] > aspect
+            else (float(image[0]), image[0] / aspect)
+        )
     return width, height
 
 
@@ -81,13 +87,16 @@ def output_size(region: Rect, options: CropOptions) -> tuple[int, int]:
     fit=crop never enlarges: a region smaller than the requested size comes back at its own
     resolution, at the requested aspect ratio.
     """
-    width, height = options.width, options.height
-    if width is None and height is None:
-        return region.width, region.height
-    if width is None:
-        width = max(1, round(height * region.width / region.height))
-    elif height is None:
+    if options.width is not None and options.height is not None:
+        width, height = options.width, options.height
+    elif options.width is not None:
+        width = options.width
         height = max(1, round(width * region.height / region.width))
+    elif options.height is not None:
+        height = options.height
+        width = max(1, round(height * region.width / region.height))
+    else:
+        return region.width, region.height
     if options.fit == "crop":
         shrink = min(1.0, region.width / width, region.height / height)
         width, height = max(1, round(width * shrink)), max(1, round(height * shrink))

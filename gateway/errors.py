@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 
 class ApiError(Exception):
     """An error answered as `{"error": {"code": ..., "message": ...}}` with `status`."""
 
     status = 400
     code = "bad_request"
-    headers: dict[str, str] = {}
+    summary = ""  # when it is answered, for the API documentation
+    headers: ClassVar[dict[str, str]] = {}
 
     def __init__(self, message: str):
         super().__init__(message)
@@ -20,10 +23,12 @@ class ApiError(Exception):
 
 class MissingImage(ApiError):
     status, code = 400, "missing_image"
+    summary = "no image in the request, or an empty one"
 
 
 class InvalidParameter(ApiError):
     status, code = 400, "invalid_parameter"
+    summary = "a parameter out of range, malformed, unknown or given twice (named in `parameter`)"
 
     def __init__(self, name: str, problem: str):
         super().__init__(f"parameter '{name}' {problem}")
@@ -37,18 +42,22 @@ class InvalidParameter(ApiError):
 
 class UnsupportedImage(ApiError):
     status, code = 415, "unsupported_image"
+    summary = "not a readable JPEG, PNG, WebP, BMP, GIF or TIFF image"
 
 
 class PayloadTooLarge(ApiError):
     status, code = 413, "payload_too_large"
+    summary = "the body is over the upload limit"
 
 
 class ImageTooLarge(ApiError):
     status, code = 413, "image_too_large"
+    summary = "the image header declares more than the pixel limit (refused before decoding)"
 
 
 class BackendUnavailable(ApiError):
     status, code = 503, "backend_unavailable"
+    summary = "Triton is unavailable or the model is not loaded"
 
     def __init__(self, message: str = "the inference server is unavailable or the model is not ready"):
         super().__init__(message)
@@ -56,17 +65,29 @@ class BackendUnavailable(ApiError):
 
 class BackendTimeout(ApiError):
     status, code = 504, "backend_timeout"
+    summary = "Triton did not answer within the inference deadline"
 
 
 class OutputTooLarge(ApiError):
     status, code = 400, "output_too_large"
+    summary = "a crop whose output would be over the pixel limit"
 
 
 class Unauthorized(ApiError):
     status, code = 401, "unauthorized"
-    headers = {"WWW-Authenticate": "Bearer"}
+    summary = "API keys are configured and the request has no valid `Authorization: Bearer KEY`"
+    headers: ClassVar[dict[str, str]] = {"WWW-Authenticate": "Bearer"}
 
 
 class Overloaded(ApiError):
     status, code = 429, "overloaded"
-    headers = {"Retry-After": "1"}
+    summary = "the worker already has its most requests in flight; retry after `Retry-After` seconds"
+    headers: ClassVar[dict[str, str]] = {"Retry-After": "1"}
+
+
+BACKEND_ERRORS = (BackendUnavailable, BackendTimeout)  # failed Triton calls
+
+
+def documented_errors() -> list[type[ApiError]]:
+    """Every error the API answers with, by status."""
+    return sorted(ApiError.__subclasses__(), key=lambda error: (error.status, error.code))

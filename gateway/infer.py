@@ -8,13 +8,10 @@ import numpy as np
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
+from gateway.config import Settings
 from gateway.errors import BackendTimeout, BackendUnavailable
-from gateway.postprocess import ModelOutputs, batch_outputs
+from gateway.wire import INPUT_NAME, ModelOutputs, WireFormat
 
-INPUT_NAME = "input"
-# What each wire format's model answers with (see gateway.postprocess.model_outputs).
-OUTPUT_NAMES = {"uint8": ("anchor_index", "scores", "loc", "landmarks"), "float32": ("loc", "conf", "landmarks")}
-TRITON_DATATYPES = {np.dtype(np.uint8): "UINT8", np.dtype(np.float32): "FP32"}
 # tritonclient's own defaults (unbounded message sizes), plus a reconnect backoff capped
 # at one second so the gateway serves again soon after Triton comes back, and round-robin
 # over every address the target resolves to (several Triton pods behind a headless Service).
@@ -29,18 +26,24 @@ CHANNEL_ARGS = [
 
 
 class TritonModel:
-    """A callable `batch tensor -> [ModelOutputs]` backed by a Triton model of the given wire format.
+    """The pipeline's model (`batch tensor -> [ModelOutputs]`, `is_ready()`) served by Triton.
 
     Each thread gets its own gRPC client (and channel), so gunicorn's threads never share one.
     """
 
-    def __init__(self, url: str, model_name: str, wire_format: str, timeout_s: float, ready_timeout_s: float):
+    def __init__(self, url: str, model_name: str, wire: WireFormat, timeout_s: float, ready_timeout_s: float):
         self.url = url
         self.model_name = model_name
-        self.output_names = OUTPUT_NAMES[wire_format]
+        self.wire = wire
         self.timeout_s = timeout_s
         self.ready_timeout_s = ready_timeout_s
         self._local = threading.local()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> TritonModel:
+        return cls(
+            settings.triton_url, settings.model_name, settings.wire, settings.infer_timeout_s, settings.ready_timeout_s
+        )
 
     def _client(self) -> grpcclient.InferenceServerClient:
         client = getattr(self._local, "client", None)
@@ -49,14 +52,16 @@ class TritonModel:
         return client
 
     def __call__(self, tensor: np.ndarray) -> list[ModelOutputs]:
-        model_input = grpcclient.InferInput(INPUT_NAME, list(tensor.shape), TRITON_DATATYPES[tensor.dtype])
+        model_input = grpcclient.InferInput(INPUT_NAME, list(tensor.shape), self.wire.triton_datatype)
         model_input.set_data_from_numpy(tensor)
-        outputs = [grpcclient.InferRequestedOutput(name) for name in self.output_names]
+        outputs = [grpcclient.InferRequestedOutput(name) for name in self.wire.output_names]
         try:
-            result = self._client().infer(self.model_name, [model_input], outputs=outputs, client_timeout=self.timeout_s)
+            result = self._client().infer(
+                self.model_name, [model_input], outputs=outputs, client_timeout=self.timeout_s
+            )
         except InferenceServerException as error:
             raise _api_error(error) from None
-        return batch_outputs({name: result.as_numpy(name) for name in self.output_names})
+        return self.wire.outputs({name: result.as_numpy(name) for name in self.wire.output_names})
 
     def is_ready(self) -> bool:
         """Whether Triton answers and has the model loaded, within `ready_timeout_s`."""
@@ -67,6 +72,7 @@ class TritonModel:
 
 
 def _api_error(error: InferenceServerException) -> BackendUnavailable | BackendTimeout:
+    """A failed call as the API answers it: 504 past the deadline, else 503."""
     if "DEADLINE_EXCEEDED" in str(error.status()):
         return BackendTimeout("the inference server did not answer within the deadline")
     return BackendUnavailable()

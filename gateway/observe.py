@@ -14,8 +14,18 @@ import time
 import uuid
 
 from flask import Blueprint, Response, g, request
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
 
+from gateway.errors import BACKEND_ERRORS
 from gateway.timing import StageTimer
 
 REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
@@ -24,8 +34,11 @@ LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 REQUESTS = Counter("facecrop_requests_total", "Requests by endpoint and status", ["endpoint", "status"])
 LATENCY = Histogram("facecrop_request_duration_seconds", "Request latency", ["endpoint"], buckets=LATENCY_BUCKETS)
 STAGES = Histogram("facecrop_stage_duration_seconds", "Pipeline stage latency", ["stage"], buckets=LATENCY_BUCKETS)
-FACES = Histogram("facecrop_faces_per_image", "Faces found per image", buckets=(0, 1, 2, 3, 5, 10, 20, 50, 100, 250, 1000))
+FACES = Histogram(
+    "facecrop_faces_per_image", "Faces found per image", buckets=(0, 1, 2, 3, 5, 10, 20, 50, 100, 250, 1000)
+)
 TRITON_ERRORS = Counter("facecrop_triton_errors_total", "Failed Triton calls by error code", ["code"])
+TRITON_ERROR_CODES = frozenset(error.code for error in BACKEND_ERRORS)
 IN_FLIGHT = Gauge("facecrop_in_flight_requests", "Requests being handled", multiprocess_mode="livesum")
 
 access_log = logging.getLogger("facecrop.access")
@@ -72,7 +85,7 @@ def finish_request(response: Response) -> Response:
     fields = g.get("log_fields", {})
     if "faces" in fields:
         FACES.observe(fields["faces"])
-    if fields.get("error") in ("backend_unavailable", "backend_timeout"):
+    if fields.get("error") in TRITON_ERROR_CODES:
         TRITON_ERRORS.labels(fields["error"]).inc()
     line = {
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
-from gateway.params import CROP, DETECT, Parameter
+from typing import Any
 
-ERROR_STATUSES = {
-    "400": "Missing image (`missing_image`), a bad parameter (`invalid_parameter`) or an output over the pixel limit (`output_too_large`)",
-    "401": "API keys are configured and the request has no valid one (`unauthorized`)",
-    "413": "Body over the upload limit (`payload_too_large`) or image over the pixel limit (`image_too_large`)",
-    "415": "Not a readable JPEG, PNG, WebP, BMP, GIF or TIFF image (`unsupported_image`)",
-    "429": "Too many requests in flight (`overloaded`); retry after `Retry-After` seconds",
-    "503": "Triton is unavailable or the model is not loaded (`backend_unavailable`)",
-    "504": "Triton did not answer within the deadline (`backend_timeout`)",
-}
-IMAGE_TYPES = ("image/jpeg", "image/png", "image/webp", "image/bmp", "image/gif", "image/tiff", "application/octet-stream")
+from gateway.errors import documented_errors
+from gateway.params import CROP, DETECT, Parameter
+from gateway.postprocess import LANDMARK_NAMES
+
+IMAGE_TYPES = (
+    "image/jpeg",
+    "image/png",
+    "image/webp",
+    "image/bmp",
+    "image/gif",
+    "image/tiff",
+    "application/octet-stream",
+)
 REQUEST_ID = {"description": "The caller's X-Request-ID if well-formed, else a new id", "schema": {"type": "string"}}
 
 
-def parameter_schema(parameter: Parameter) -> dict:
+def parameter_schema(parameter: Parameter) -> dict[str, Any]:
+    schema: dict[str, Any]
     if parameter.kind in ("number", "integer"):
         schema = {"type": parameter.kind, "minimum": parameter.low, "maximum": parameter.high}
     elif parameter.kind == "boolean":
@@ -50,16 +54,22 @@ def request_body() -> dict:
     }
     return {
         "required": True,
-        "description": "The image, as multipart field `image` or as the raw body. Parameters may also be sent as form fields.",
+        "description": "The image, as multipart field `image` or as the raw body. "
+        "Parameters may also be sent as form fields.",
         "content": {"multipart/form-data": multipart, **{t: binary for t in IMAGE_TYPES}},
     }
 
 
 def error_responses() -> dict:
+    """One response per status, listing the codes answered with it (from gateway/errors.py)."""
     content = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
-    responses = {status: {"description": text, "content": content, "headers": {"X-Request-ID": REQUEST_ID}} for status, text in ERROR_STATUSES.items()}
-    responses["401"]["headers"]["WWW-Authenticate"] = {"schema": {"type": "string"}}
-    responses["429"]["headers"]["Retry-After"] = {"schema": {"type": "string"}}
+    responses: dict[str, dict] = {}
+    for error in documented_errors():
+        response = responses.setdefault(
+            str(error.status), {"description": "", "content": content, "headers": {"X-Request-ID": REQUEST_ID}}
+        )
+        response["description"] += f"{'; ' if response['description'] else ''}`{error.code}`: {error.summary}"
+        response["headers"].update({name: {"schema": {"type": "string"}} for name in error.headers})
     return responses
 
 
@@ -81,7 +91,11 @@ SCHEMAS = {
         "properties": {
             "error": {
                 "type": "object",
-                "properties": {"code": {"type": "string"}, "message": {"type": "string"}, "parameter": {"type": "string"}},
+                "properties": {
+                    "code": {"type": "string"},
+                    "message": {"type": "string"},
+                    "parameter": {"type": "string"},
+                },
                 "required": ["code", "message"],
             }
         },
@@ -95,15 +109,18 @@ SCHEMAS = {
             "face_rectangle": integer_object("x", "y", "width", "height"),
             "landmarks": {
                 "type": "object",
-                "properties": {n: {"$ref": "#/components/schemas/Point"} for n in ("left_eye", "right_eye", "nose", "mouth_left", "mouth_right")},
-                "required": ["left_eye", "right_eye", "nose", "mouth_left", "mouth_right"],
+                "properties": {n: {"$ref": "#/components/schemas/Point"} for n in LANDMARK_NAMES},
+                "required": list(LANDMARK_NAMES),
             },
         },
         "required": ["confidence", "face_rectangle"],
     },
     "Detection": {
         "type": "object",
-        "properties": {"image": integer_object("width", "height"), "faces": {"type": "array", "items": {"$ref": "#/components/schemas/Face"}}},
+        "properties": {
+            "image": integer_object("width", "height"),
+            "faces": {"type": "array", "items": {"$ref": "#/components/schemas/Face"}},
+        },
         "required": ["image", "faces"],
     },
     "Crop": {
@@ -122,18 +139,24 @@ SCHEMAS = {
 
 def openapi_document() -> dict:
     crop_headers = {
-        "X-Crop-Rect": {"description": "The region cut out, x,y,width,height in original pixels", "schema": {"type": "string", "pattern": r"^\d+,\d+,\d+,\d+$"}},
+        "X-Crop-Rect": {
+            "description": "The region cut out, x,y,width,height in original pixels",
+            "schema": {"type": "string", "pattern": r"^\d+,\d+,\d+,\d+$"},
+        },
         "X-Face-Count": {"description": "Faces detected", "schema": {"type": "string", "pattern": r"^\d+$"}},
     }
     crop_ok = json_response("The crop: the picture, or its geometry with format=json", "Crop", crop_headers)
-    crop_ok["content"].update({t: {"schema": {"type": "string", "format": "binary"}} for t in ("image/jpeg", "image/png", "image/webp")})
-    api_security = [{}, {"bearer": []}]
+    crop_ok["content"].update(
+        {t: {"schema": {"type": "string", "format": "binary"}} for t in ("image/jpeg", "image/png", "image/webp")}
+    )
+    api_security: list[dict[str, list[str]]] = [{}, {"bearer": []}]
     return {
         "openapi": "3.0.3",
         "info": {
             "title": "facecrop",
             "version": "0.1.0",
-            "description": "Face detection (RetinaFace on NVIDIA Triton) and face-aware cropping (Cloudflare Images' gravity=face with zoom).",
+            "description": "Face detection (RetinaFace on NVIDIA Triton) and face-aware cropping "
+            "(Cloudflare Images' gravity=face with zoom).",
         },
         "paths": {
             "/v1/detect": {
@@ -142,7 +165,10 @@ def openapi_document() -> dict:
                     "summary": "Find faces: rectangles, landmarks and confidence, in original-image pixels",
                     "parameters": query_parameters(DETECT),
                     "requestBody": request_body(),
-                    "responses": {"200": json_response("Faces, highest confidence first", "Detection"), **error_responses()},
+                    "responses": {
+                        "200": json_response("Faces, highest confidence first", "Detection"),
+                        **error_responses(),
+                    },
                     "security": api_security,
                 }
             },
@@ -156,7 +182,13 @@ def openapi_document() -> dict:
                     "security": api_security,
                 }
             },
-            "/healthz": {"get": {"operationId": "healthz", "summary": "The gateway process answers", "responses": {"200": json_response("Alive", "Status")}}},
+            "/healthz": {
+                "get": {
+                    "operationId": "healthz",
+                    "summary": "The gateway process answers",
+                    "responses": {"200": json_response("Alive", "Status")},
+                }
+            },
             "/readyz": {
                 "get": {
                     "operationId": "readyz",

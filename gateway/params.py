@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any
 
 from gateway.errors import InvalidParameter
 
@@ -47,11 +48,28 @@ DETECT = (
 CROP = (
     Parameter("width", "integer", None, "Output width; alone, the height follows the region's aspect ratio.", 1, 4096),
     Parameter("height", "integer", None, "Output height; alone, the width follows the region's aspect ratio.", 1, 4096),
-    Parameter("gravity", "gravity", "face", "`face`, `center`, or a focal point `XxY` with X and Y in 0-1 (e.g. 0.5x0.33)."),
-    Parameter("zoom", "number", 0.5, "1 crops as tightly as possible to the faces, 0 keeps as much of the image as possible.", 0, 1),
+    Parameter(
+        "gravity", "gravity", "face", "`face`, `center`, or a focal point `XxY` with X and Y in 0-1 (e.g. 0.5x0.33)."
+    ),
+    Parameter(
+        "zoom",
+        "number",
+        0.5,
+        "1 crops as tightly as possible to the faces, 0 keeps as much of the image as possible.",
+        0,
+        1,
+    ),
     Parameter("faces", "choice", "all", "Which faces the crop must frame.", choices=("all", "largest")),
-    Parameter("fit", "choice", "cover", "`cover`: exactly width x height; `crop`: never enlarge.", choices=("cover", "crop")),
-    Parameter("format", "choice", None, "Output format (default: the input's if jpeg, png or webp, else jpeg).", choices=("jpeg", "png", "webp", "json")),
+    Parameter(
+        "fit", "choice", "cover", "`cover`: exactly width x height; `crop`: never enlarge.", choices=("cover", "crop")
+    ),
+    Parameter(
+        "format",
+        "choice",
+        None,
+        "Output format (default: the input's if jpeg, png or webp, else jpeg).",
+        choices=("jpeg", "png", "webp", "json"),
+    ),
     Parameter("quality", "integer", 85, "JPEG and WebP quality.", 1, 100),
 )
 DETECT_PARAMETERS = frozenset(p.name for p in DETECT)
@@ -89,7 +107,9 @@ def _bounded(parameter: Parameter, raw: str, convert, kind: str):
         raise InvalidParameter(parameter.name, f"must be {kind}, got {raw[:40]!r}")
     number = convert(raw)
     if (isinstance(number, float) and not math.isfinite(number)) or not parameter.low <= number <= parameter.high:
-        raise InvalidParameter(parameter.name, f"must be between {parameter.low:g} and {parameter.high:g}, got {raw[:40]!r}")
+        raise InvalidParameter(
+            parameter.name, f"must be between {parameter.low:g} and {parameter.high:g}, got {raw[:40]!r}"
+        )
     return number
 
 
@@ -127,7 +147,7 @@ PARSERS = {
 }
 
 
-def parse(values: Mapping[str, str], parameters: tuple[Parameter, ...]) -> dict[str, object]:
+def parse(values: Mapping[str, str], parameters: tuple[Parameter, ...]) -> dict[str, Any]:
     """Each parameter's value from `values`, or its default when absent."""
     return {p.name: p.default if p.name not in values else PARSERS[p.kind](p, values[p.name]) for p in parameters}
 

@@ -10,9 +10,10 @@ import numpy as np
 from gateway.config import Settings
 from gateway.decode import DecodedImage, decode_image
 from gateway.params import DetectOptions
-from gateway.postprocess import Detections, ModelOutputs, candidates, finish, tile_candidates
+from gateway.postprocess import Detections, candidates, finish, tiled_candidates
 from gateway.preprocess import TILE_MIN_OVERLAP, tiled_scale, to_model_input, to_tiles
 from gateway.timing import StageTimer
+from gateway.wire import ModelOutputs
 
 
 class Model(Protocol):
@@ -41,17 +42,20 @@ def run_detection(
         image = decode_image(data, settings.max_pixels)
     height, width = image.pixels.shape[:2]
     with timer.stage("preprocess"):
-        model_input = to_model_input(image.pixels, settings.target_size, settings.pad_multiple, settings.wire_format)
+        model_input = to_model_input(image.pixels, settings.target_size, settings.pad_multiple, settings.wire)
         scale = tiled_scale(height, width, settings.target_size) if options.detail == "high" else None
-        tiles = None if scale is None else to_tiles(image.pixels, scale, settings.target_size, TILE_MIN_OVERLAP, settings.wire_format)
+        tiles = (
+            None
+            if scale is None
+            else to_tiles(image.pixels, scale, settings.target_size, TILE_MIN_OVERLAP, settings.wire)
+        )
     with timer.stage("infer"):
         [outputs] = model(model_input.tensor)
         tile_outputs = model(tiles.tensor) if tiles else []
     with timer.stage("postprocess"):
         min_score = options.min_confidence / 100
         found = [candidates(outputs, model_input.size, min_score).scaled((0, 0), model_input.scale)]
-        for tile_output, origin in zip(tile_outputs, tiles.origins if tiles else ()):
-            tile_found = candidates(tile_output, (tiles.tile_size, tiles.tile_size), min_score)
-            found.append(tile_candidates(tile_found, origin, tiles.tile_size, tiles.scaled_size, tiles.scale))
+        if tiles:
+            found += tiled_candidates(tile_outputs, tiles, min_score)
         detections = finish(Detections.concatenate(found), (height, width), options)
     return DetectionResult(image=image, detections=detections, inferences=1 + len(tile_outputs))

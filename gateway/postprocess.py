@@ -10,7 +10,8 @@ import cv2
 import numpy as np
 
 from gateway.params import DetectOptions
-from gateway.preprocess import TILE_MIN_OVERLAP
+from gateway.preprocess import TILE_MIN_OVERLAP, TiledInput
+from gateway.wire import ModelOutputs
 
 MIN_SIZES = ((16, 32), (64, 128), (256, 512))
 STEPS = (8, 16, 32)
@@ -23,34 +24,6 @@ PRE_NMS_TOP_K = 3840  # the uint8 model's constant TopK K (scripts/fetch_model.p
 TILE_EDGE_MARGIN = 4
 TILED_MAX_FACE = TILE_MIN_OVERLAP - 2 * TILE_EDGE_MARGIN
 LANDMARK_NAMES = ("left_eye", "right_eye", "nose", "mouth_left", "mouth_right")
-
-
-@dataclass(frozen=True)
-class ModelOutputs:
-    """One image's candidate anchors: their index into `priors`, face score and regressions."""
-
-    anchor_index: np.ndarray  # [K] int
-    scores: np.ndarray  # [K] face probability, 0-1
-    loc: np.ndarray  # [K, 4]
-    landmarks: np.ndarray  # [K, 10]
-
-
-def model_outputs(named: dict[str, np.ndarray]) -> ModelOutputs:
-    """One image's outputs from either served model, by output name.
-
-    `retinaface_uint8` already gives the best anchors (`scores`, `anchor_index`, `loc`,
-    `landmarks`); the raw `retinaface` gives every anchor (`loc`, `conf`, `landmarks`).
-    """
-    if "anchor_index" in named:
-        return ModelOutputs(named["anchor_index"], named["scores"], named["loc"], named["landmarks"])
-    conf = named["conf"]
-    return ModelOutputs(np.arange(len(conf)), conf[:, 1], named["loc"], named["landmarks"])
-
-
-def batch_outputs(named: dict[str, np.ndarray]) -> list[ModelOutputs]:
-    """Each image's outputs from a batch's outputs [N, ...], by output name."""
-    count = len(next(iter(named.values())))
-    return [model_outputs({name: output[i] for name, output in named.items()}) for i in range(count)]
 
 
 @dataclass(frozen=True)
@@ -88,7 +61,9 @@ def priors(height: int, width: int) -> np.ndarray:
     levels = []
     for step, sizes in zip(STEPS, MIN_SIZES):
         rows, cols = math.ceil(height / step), math.ceil(width / step)
-        cy, cx = np.meshgrid((np.arange(rows) + 0.5) * step / height, (np.arange(cols) + 0.5) * step / width, indexing="ij")
+        cy, cx = np.meshgrid(
+            (np.arange(rows) + 0.5) * step / height, (np.arange(cols) + 0.5) * step / width, indexing="ij"
+        )
         centres = np.stack([cx.ravel(), cy.ravel()], axis=1).repeat(len(sizes), axis=0)
         extents = np.tile(np.array([[s / width, s / height] for s in sizes]), (rows * cols, 1))
         levels.append(np.hstack([centres, extents]))
@@ -117,7 +92,7 @@ def nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float) -> np.ndarr
     corners = boxes.astype(np.float64)
     rects = np.hstack([corners[:, :2], corners[:, 2:] - corners[:, :2]])
     # top_k=0: no cut before suppression (a cut there drops faces, not just candidates).
-    keep = cv2.dnn.NMSBoxes(rects, scores.astype(np.float32), 0.0, iou_threshold, top_k=0)
+    keep = cv2.dnn.NMSBoxes(rects, scores.astype(np.float32), 0.0, iou_threshold, top_k=0)  # type: ignore[arg-type]
     return np.asarray(keep, dtype=np.int64).reshape(-1)
 
 
@@ -152,6 +127,15 @@ def tile_candidates(
     if y + tile_size < height:
         keep &= boxes[:, 3] <= high
     return found[keep].scaled(origin, scale)
+
+
+def tiled_candidates(outputs: list[ModelOutputs], tiles: TiledInput, min_score: float) -> list[Detections]:
+    """Each tile's candidates that the tiled pass answers for, in original pixels."""
+    size = (tiles.tile_size, tiles.tile_size)
+    return [
+        tile_candidates(candidates(output, size, min_score), origin, tiles.tile_size, tiles.scaled_size, tiles.scale)
+        for output, origin in zip(outputs, tiles.origins)
+    ]
 
 
 def finish(found: Detections, image_shape: tuple[int, int], options: DetectOptions) -> Detections:

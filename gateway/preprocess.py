@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from gateway.wire import WireFormat
+
 BGR_MEAN = np.array([104, 117, 123], dtype=np.uint8)
 # detail=high: the tiled pass never enlarges the original more than this, and runs only where
 # it sees the image at least this many times larger than the standard pass (see tiled_scale).
@@ -54,26 +56,32 @@ def resize_for_model(pixels: np.ndarray, target_size: int) -> tuple[np.ndarray, 
     return cv2.resize(pixels, size, interpolation=cv2.INTER_LINEAR), scale
 
 
-def pack(pieces: list[np.ndarray], shape: tuple[int, int], wire_format: str) -> np.ndarray:
-    """A batch of `shape` (H, W) inputs in `wire_format`, each piece in its top-left corner, padded."""
+def pack(pieces: list[np.ndarray], shape: tuple[int, int], wire: WireFormat) -> np.ndarray:
+    """A batch of `shape` (H, W) inputs laid out for `wire`, each piece in its top-left corner, padded."""
     height, width = shape
-    if wire_format == "uint8":
-        tensor = np.empty((len(pieces), height, width, 3), dtype=np.uint8)
+    if wire.channels_last:
+        tensor = np.empty((len(pieces), height, width, 3), dtype=wire.dtype)
         tensor[:] = BGR_MEAN
         for slot, piece in zip(tensor, pieces):
             slot[: piece.shape[0], : piece.shape[1]] = piece
         return tensor
-    tensor = np.zeros((len(pieces), 3, height, width), dtype=np.float32)
+    tensor = np.zeros((len(pieces), 3, height, width), dtype=wire.dtype)
     for slot, piece in zip(tensor, pieces):
-        np.subtract(piece.transpose(2, 0, 1), BGR_MEAN.reshape(3, 1, 1), out=slot[:, : piece.shape[0], : piece.shape[1]], dtype=np.float32)
+        np.subtract(
+            piece.transpose(2, 0, 1),
+            BGR_MEAN.reshape(3, 1, 1),
+            out=slot[:, : piece.shape[0], : piece.shape[1]],
+            dtype=np.float32,
+        )
     return tensor
 
 
-def to_model_input(pixels: np.ndarray, target_size: int, pad_multiple: int, wire_format: str) -> ModelInput:
-    """The model input for `pixels` in `wire_format` (`uint8` or `float32`)."""
+def to_model_input(pixels: np.ndarray, target_size: int, pad_multiple: int, wire: WireFormat) -> ModelInput:
+    """The model input for `pixels`, laid out for `wire`."""
     resized, scale = resize_for_model(pixels, target_size)
-    shape = canonical_shape(*resized.shape[:2], target_size, pad_multiple)
-    return ModelInput(tensor=pack([resized], shape, wire_format), size=shape, scale=scale)
+    height, width = resized.shape[:2]
+    shape = canonical_shape(height, width, target_size, pad_multiple)
+    return ModelInput(tensor=pack([resized], shape, wire), size=shape, scale=scale)
 
 
 @dataclass(frozen=True)
@@ -105,14 +113,16 @@ def tile_starts(length: int, tile: int, min_overlap: int) -> list[int]:
     return [round(i * (length - tile) / (count - 1)) for i in range(count)]
 
 
-def to_tiles(pixels: np.ndarray, scale: float, tile_size: int, min_overlap: int, wire_format: str) -> TiledInput:
+def to_tiles(pixels: np.ndarray, scale: float, tile_size: int, min_overlap: int, wire: WireFormat) -> TiledInput:
     """`pixels` scaled by `scale` and cut into `tile_size` squares (padded where the image is smaller)."""
     height, width = pixels.shape[:2]
     size = (max(1, round(width * scale)), max(1, round(height * scale)))
     scaled = cv2.resize(pixels, size, interpolation=cv2.INTER_LINEAR)
     origins = tuple(
-        (x, y) for y in tile_starts(size[1], tile_size, min_overlap) for x in tile_starts(size[0], tile_size, min_overlap)
+        (x, y)
+        for y in tile_starts(size[1], tile_size, min_overlap)
+        for x in tile_starts(size[0], tile_size, min_overlap)
     )
     pieces = [scaled[y : y + tile_size, x : x + tile_size] for x, y in origins]
-    tensor = pack(pieces, (tile_size, tile_size), wire_format)
+    tensor = pack(pieces, (tile_size, tile_size), wire)
     return TiledInput(tensor=tensor, origins=origins, tile_size=tile_size, scaled_size=(size[1], size[0]), scale=scale)

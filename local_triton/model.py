@@ -29,9 +29,7 @@ class TritonPythonModel:
         # Idle onnxruntime threads would spin on cores the gateway and tritonserver need.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         model_path = os.path.join(args["model_repository"], args["model_version"], "model.onnx")
-        self.session = onnxruntime.InferenceSession(
-            model_path, options, providers=["CPUExecutionProvider"]
-        )
+        self.session = onnxruntime.InferenceSession(model_path, options, providers=["CPUExecutionProvider"])
         self.input_name = config["input"][0]["name"]
         self.output_names = [output["name"] for output in config["output"]]
 

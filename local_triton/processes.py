@@ -17,10 +17,10 @@ import sysconfig
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import yaml
 
@@ -29,6 +29,8 @@ from local_triton.render import render_repository
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PRODUCTION_REPOSITORY = PROJECT_ROOT / "model_repository"
 BUILD_DIR = PROJECT_ROOT / "build"
+LOG_DIR = BUILD_DIR / "logs"
+SHARED_FACES = PROJECT_ROOT.parent / "shared" / "faces"  # the shared photos, beside the checkout
 COMPOSE_FILE = PROJECT_ROOT / "docker-compose.yml"
 LOCAL_ONLY_FLAGS = ("--model-repository=",)  # set by start_triton for the local rendering
 
@@ -83,7 +85,7 @@ def triton_environment(server_dir: Path) -> dict[str, str]:
     """
     env = dict(os.environ)
     libs = [sysconfig.get_config_var("LIBDIR"), str(server_dir.parent.parent / "nvidia_pytriton.libs")]
-    env["LD_LIBRARY_PATH"] = os.pathsep.join(libs + [env.get("LD_LIBRARY_PATH", "")]).rstrip(os.pathsep)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join([*libs, env.get("LD_LIBRARY_PATH", "")]).rstrip(os.pathsep)
     env["PYTHONPATH"] = sysconfig.get_paths()["purelib"]
     return env
 
@@ -111,7 +113,9 @@ def start_triton(
     return _spawn(command, triton_environment(server_dir), log_path)
 
 
-def start_gateway(port: int, triton_grpc_url: str, extra_env: dict[str, str] | None = None, log_path: Path | None = None) -> subprocess.Popen:
+def start_gateway(
+    port: int, triton_grpc_url: str, extra_env: dict[str, str] | None = None, log_path: Path | None = None
+) -> subprocess.Popen:
     """Start the gateway under gunicorn, with its production config, on 127.0.0.1:`port`."""
     env = dict(os.environ)
     env.update({"FACECROP_BIND": f"127.0.0.1:{port}", "FACECROP_TRITON_URL": triton_grpc_url})
@@ -122,7 +126,9 @@ def start_gateway(port: int, triton_grpc_url: str, extra_env: dict[str, str] | N
 
 def _spawn(command: list[str], env: dict[str, str], log_path: Path | None) -> subprocess.Popen:
     output = open(log_path, "ab") if log_path else None  # noqa: SIM115 - owned by the child
-    return subprocess.Popen(command, env=env, cwd=PROJECT_ROOT, stdout=output, stderr=subprocess.STDOUT if output else None)
+    return subprocess.Popen(
+        command, env=env, cwd=PROJECT_ROOT, stdout=output, stderr=subprocess.STDOUT if output else None
+    )
 
 
 def wait_until_ok(url: str, process: subprocess.Popen, timeout_s: float) -> None:
@@ -189,7 +195,7 @@ class Stack:
 def running_gateway(triton_grpc: str, gateway_env: dict[str, str] | None = None, name: str = "extra") -> Iterator[str]:
     """One more gateway on a free port, for an already running Triton; yields its URL."""
     port = free_port()
-    gateway = start_gateway(port, triton_grpc, gateway_env, BUILD_DIR / "logs" / f"{name}-gateway.log")
+    gateway = start_gateway(port, triton_grpc, gateway_env, LOG_DIR / f"{name}-gateway.log")
     try:
         wait_until_ok(f"http://127.0.0.1:{port}/readyz", gateway, timeout_s=60)
         yield f"http://127.0.0.1:{port}"
@@ -199,18 +205,28 @@ def running_gateway(triton_grpc: str, gateway_env: dict[str, str] | None = None,
 
 @contextmanager
 def running_stack(
-    name: str, gateway_env: dict[str, str] | None = None, intra_op_threads: int = 0, instances: int = 1
+    name: str,
+    gateway_env: dict[str, str] | None = None,
+    intra_op_threads: int = 0,
+    instances: int = 1,
+    ports: TritonPorts | None = None,
+    gateway_port: int | None = None,
+    log_to_files: bool = True,
 ) -> Iterator[Stack]:
-    """Triton and a gateway on free loopback ports, logs in build/logs/NAME-*.log; stopped on exit."""
-    logs = BUILD_DIR / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    ports = TritonPorts(http=free_port(), grpc=free_port(), metrics=free_port())
-    triton = start_triton(ports, BUILD_DIR / f"stack-{name}", intra_op_threads, logs / f"{name}-triton.log", instances)
+    """Triton and a gateway on loopback (free ports unless given), logs in build/logs/NAME-*.log
+    (or on this terminal); both stopped on exit."""
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    ports = ports or TritonPorts(http=free_port(), grpc=free_port(), metrics=free_port())
+    gateway_port = gateway_port or free_port()
+
+    def log(kind: str) -> Path | None:
+        return LOG_DIR / f"{name}-{kind}.log" if log_to_files else None
+
+    triton = start_triton(ports, BUILD_DIR / f"stack-{name}", intra_op_threads, log("triton"), instances)
     gateway = None
     try:
         wait_until_ok(f"http://127.0.0.1:{ports.http}/v2/health/ready", triton, timeout_s=180)
-        gateway_port = free_port()
-        gateway = start_gateway(gateway_port, f"127.0.0.1:{ports.grpc}", gateway_env, logs / f"{name}-gateway.log")
+        gateway = start_gateway(gateway_port, f"127.0.0.1:{ports.grpc}", gateway_env, log("gateway"))
         wait_until_ok(f"http://127.0.0.1:{gateway_port}/readyz", gateway, timeout_s=60)
         yield Stack(
             gateway=f"http://127.0.0.1:{gateway_port}",

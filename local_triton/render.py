@@ -29,7 +29,9 @@ def load_config(path: Path) -> model_config_pb2.ModelConfig:
     return text_format.Parse(path.read_text(), model_config_pb2.ModelConfig())
 
 
-def local_config(production: model_config_pb2.ModelConfig, intra_op_threads: int, instances: int = 1) -> model_config_pb2.ModelConfig:
+def local_config(
+    production: model_config_pb2.ModelConfig, intra_op_threads: int, instances: int = 1
+) -> model_config_pb2.ModelConfig:
     """The Python-backend, CPU-only variant of a production ONNX Runtime config."""
     config = model_config_pb2.ModelConfig()
     config.CopyFrom(production)

@@ -11,7 +11,7 @@ import signal
 import sys
 import time
 
-from local_triton.processes import BUILD_DIR, TritonPorts, start_gateway, start_triton, stop, wait_until_ok
+from local_triton.processes import BUILD_DIR, TritonPorts, running_stack
 
 PID_FILE = BUILD_DIR / "serve.pid"
 
@@ -26,28 +26,21 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     BUILD_DIR.mkdir(exist_ok=True)
     PID_FILE.write_text(str(os.getpid()))
-    triton = gateway = None
     try:
-        triton = start_triton(ports, BUILD_DIR / "serve")
-        wait_until_ok(f"http://127.0.0.1:{ports.http}/v2/health/ready", triton, timeout_s=180)
-        gateway = start_gateway(gateway_port, f"127.0.0.1:{ports.grpc}")
-        wait_until_ok(f"http://127.0.0.1:{gateway_port}/readyz", gateway, timeout_s=60)
-        print(
-            f"\nfacecrop is up: gateway http://127.0.0.1:{gateway_port} "
-            f"(Triton HTTP {ports.http}, gRPC {ports.grpc}, metrics {ports.metrics}). "
-            "Ctrl-C or `make stop` stops both.\n",
-            flush=True,
-        )
-        while triton.poll() is None and gateway.poll() is None:
-            time.sleep(0.5)
-        print("tritonserver or the gateway exited; stopping the other", file=sys.stderr)
-        return 1
+        with running_stack("serve", ports=ports, gateway_port=gateway_port, log_to_files=False) as stack:
+            print(
+                f"\nfacecrop is up: gateway {stack.gateway} "
+                f"(Triton HTTP {ports.http}, gRPC {ports.grpc}, metrics {ports.metrics}). "
+                "Ctrl-C or `make stop` stops both.\n",
+                flush=True,
+            )
+            while stack.triton_process.poll() is None and stack.gateway_process.poll() is None:
+                time.sleep(0.5)
+            print("tritonserver or the gateway exited; stopping the other", file=sys.stderr)
+            return 1
     except KeyboardInterrupt:
         return 0
     finally:
-        for process in (gateway, triton):
-            if process is not None:
-                stop(process)
         PID_FILE.unlink(missing_ok=True)
 
 

@@ -1,28 +1,25 @@
-"""Shared fixtures: the labeled photo sets in ../shared/faces and the real running stack."""
+"""Fixtures: the real running stack for integration tests, and the Flask app with an
+in-process model stand-in for unit tests (Flask tutorial style). Shared helpers are in
+tests/support.py."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
+from flask import Flask
+from flask.testing import FlaskClient
 
-from local_triton.processes import BUILD_DIR, running_stack
-
-FACES = Path(__file__).resolve().parent.parent.parent / "shared" / "faces"
-LOGS = BUILD_DIR / "logs"
-
-
-def photo(relative: str) -> Path:
-    path = FACES / relative
-    if not path.is_file():
-        pytest.fail(f"missing shared test photo {path}: the checkout needs ../shared/faces beside it")
-    return path
+from gateway.app import create_app
+from gateway.config import Settings
+from local_triton.processes import running_stack
+from tests.support import NoFacesModel
 
 
-def labeled_set(name: str) -> tuple[Path, list[dict]]:
-    root = FACES / name
-    return root / "images", json.loads((root / "gt.json").read_text())
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests under tests/integration and every test of the real stack are integration tests:
+    `pytest -m "not integration"` runs the fast suite."""
+    for item in items:
+        if "integration" in item.path.parts or "stack" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture(scope="session")
@@ -30,3 +27,20 @@ def stack():
     """One real Triton + gateway pair for the whole session, on free ports."""
     with running_stack("test", intra_op_threads=2) as running:
         yield running
+
+
+@pytest.fixture
+def settings() -> Settings:
+    """The settings `app` is built with; override it in a module or a test to change them."""
+    return Settings()
+
+
+@pytest.fixture
+def app(settings: Settings) -> Flask:
+    """The gateway with a model stand-in that finds no face (no Triton needed)."""
+    return create_app(settings, NoFacesModel())
+
+
+@pytest.fixture
+def client(app: Flask) -> FlaskClient:
+    return app.test_client()

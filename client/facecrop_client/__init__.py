@@ -3,4 +3,4 @@
 from facecrop_client.client import Client, FacecropError
 from facecrop_client.models import CropResult, Detection, Face, Landmarks, Point, Rectangle
 
-__all__ = ["Client", "FacecropError", "CropResult", "Detection", "Face", "Landmarks", "Point", "Rectangle"]
+__all__ = ["Client", "CropResult", "Detection", "Face", "FacecropError", "Landmarks", "Point", "Rectangle"]

@@ -6,10 +6,11 @@ import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Optional, TextIO
+from typing import Callable, TextIO
 
 from facecrop_client.client import Client, FacecropError
 
@@ -51,7 +52,7 @@ class DetectSink:
 
     def open(self) -> None:
         self.output.parent.mkdir(parents=True, exist_ok=True)
-        self.file: TextIO = open(self.output, "a", encoding="utf-8")
+        self.file: TextIO = open(self.output, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
 
     def call(self, client: Client, path: Path, params: dict) -> dict:
         return client.detect(path, **params).raw
@@ -67,7 +68,7 @@ class DetectSink:
 class CropSink:
     """The crops, mirroring the input tree; each appears whole (written aside, then renamed)."""
 
-    def __init__(self, output: Path, fmt: Optional[str]):
+    def __init__(self, output: Path, fmt: str | None):
         self.output = output
         self.format = fmt
 
@@ -161,36 +162,35 @@ def run_batch(
     progress = progress_factory(len(todo))
     started = time.monotonic()
     sink.open()
-    failures = open(failures_path, "w", encoding="utf-8")
-    queue = iter(todo)
-    running: dict[Future, str] = {}
-    pool = ThreadPoolExecutor(concurrency)
-    try:
-        _fill(pool, running, queue, client, root, sink, params, 2 * concurrency)
-        while running:
-            finished, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in finished:
-                relative = running.pop(future)
-                try:
-                    sink.write(relative, future.result())
-                    summary.succeeded += 1
-                    progress.advance(failed=False)
-                except (FacecropError, OSError) as error:
-                    summary.failed += 1
-                    failures.write(json.dumps({"path": relative, **_reason(error)}) + "\n")
-                    failures.flush()
-                    progress.advance(failed=True)
+    with open(failures_path, "w", encoding="utf-8") as failures:
+        queue = iter(todo)
+        running: dict[Future, str] = {}
+        pool = ThreadPoolExecutor(concurrency)
+        try:
             _fill(pool, running, queue, client, root, sink, params, 2 * concurrency)
-    except KeyboardInterrupt:
-        summary.interrupted = True
-        for future in running:
-            future.cancel()
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        sink.close()
-        failures.close()
-        progress.close()
-        summary.seconds = time.monotonic() - started
+            while running:
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    relative = running.pop(future)
+                    try:
+                        sink.write(relative, future.result())
+                        summary.succeeded += 1
+                        progress.advance(failed=False)
+                    except (FacecropError, OSError) as error:
+                        summary.failed += 1
+                        failures.write(json.dumps({"path": relative, **_reason(error)}) + "\n")
+                        failures.flush()
+                        progress.advance(failed=True)
+                _fill(pool, running, queue, client, root, sink, params, 2 * concurrency)
+        except KeyboardInterrupt:
+            summary.interrupted = True
+            for future in running:
+                future.cancel()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            sink.close()
+            progress.close()
+            summary.seconds = time.monotonic() - started
     return summary
 
 

@@ -23,7 +23,9 @@ def add_detect_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-faces", type=int, help="1-1000 (service default 100)")
     parser.add_argument("--min-face-size", type=float, help="shortest face side in pixels")
     parser.add_argument("--no-landmarks", dest="landmarks", action="store_false", default=None)
-    parser.add_argument("--detail", choices=("standard", "high"), help="high: also a tiled pass for small faces (slower)")
+    parser.add_argument(
+        "--detail", choices=("standard", "high"), help="high: also a tiled pass for small faces (slower)"
+    )
 
 
 def add_crop_options(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +40,9 @@ def add_crop_options(parser: argparse.ArgumentParser) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="facecrop", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    root = argparse.ArgumentParser(
+        prog="facecrop", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     root.add_argument("--url", default=os.environ.get("FACECROP_URL", "http://127.0.0.1:8080"))
     root.add_argument("--api-key", default=os.environ.get("FACECROP_API_KEY"))
     root.add_argument("--timeout", type=float, default=60.0)
@@ -79,15 +83,16 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         crop_params = {**detect_params, **service_params(args, CROP_OPTIONS)}
         if args.command == "crop":
-            sink = CropSink(args.out, args.format)
-            sink.open()
+            crops = CropSink(args.out, args.format)
+            crops.open()
             for photo in args.photos:
-                sink.write(photo.name, sink.call(client, photo, crop_params))
-                print(sink.target(photo.name), flush=True)
+                crops.write(photo.name, crops.call(client, photo, crop_params))
+                print(crops.target(photo.name), flush=True)
             return 0
     except FacecropError as error:
         print(f"facecrop: {error}", file=sys.stderr)
         return 1
+    sink: DetectSink | CropSink
     if args.mode == "detect":
         sink, params = DetectSink(args.output), detect_params
     else:

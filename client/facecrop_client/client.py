@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import BinaryIO, Mapping, Optional, Union
+from typing import BinaryIO, Union
 from urllib.parse import urlencode
 
 import urllib3
@@ -40,7 +41,7 @@ class Client:
         self,
         base_url: str = "http://127.0.0.1:8080",
         timeout: float = 60.0,
-        api_key: Optional[str] = None,
+        api_key: str | None = None,
         retries: int = 5,
         backoff: float = 0.5,
         max_backoff: float = 30.0,
@@ -92,7 +93,7 @@ class Client:
             self._sleep(attempt, response.headers.get("Retry-After"))
         raise AssertionError("unreachable")
 
-    def _sleep(self, attempt: int, retry_after: Optional[str]) -> None:
+    def _sleep(self, attempt: int, retry_after: str | None) -> None:
         """Exponential backoff with full jitter, never shorter than the server's Retry-After."""
         delay = random.uniform(0, min(self.max_backoff, self.backoff * 2**attempt))
         if retry_after and retry_after.isdigit():

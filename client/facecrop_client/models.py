@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple
 
-Point = Tuple[int, int]
+Point = tuple[int, int]
 
 
 @dataclass(frozen=True)
@@ -16,7 +15,7 @@ class Rectangle:
     height: int
 
     @classmethod
-    def from_json(cls, data: dict) -> "Rectangle":
+    def from_json(cls, data: dict) -> Rectangle:
         return cls(data["x"], data["y"], data["width"], data["height"])
 
 
@@ -31,7 +30,7 @@ class Landmarks:
     mouth_right: Point
 
     @classmethod
-    def from_json(cls, data: dict) -> "Landmarks":
+    def from_json(cls, data: dict) -> Landmarks:
         return cls(**{name: tuple(point) for name, point in data.items()})
 
 
@@ -39,10 +38,10 @@ class Landmarks:
 class Face:
     confidence: float  # percent
     rectangle: Rectangle
-    landmarks: Optional[Landmarks]
+    landmarks: Landmarks | None
 
     @classmethod
-    def from_json(cls, data: dict) -> "Face":
+    def from_json(cls, data: dict) -> Face:
         landmarks = Landmarks.from_json(data["landmarks"]) if "landmarks" in data else None
         return cls(data["confidence"], Rectangle.from_json(data["face_rectangle"]), landmarks)
 
@@ -51,12 +50,14 @@ class Face:
 class Detection:
     width: int
     height: int
-    faces: Tuple[Face, ...]
+    faces: tuple[Face, ...]
     raw: dict  # the response body as sent, e.g. for writing it out unchanged
 
     @classmethod
-    def from_json(cls, data: dict) -> "Detection":
-        return cls(data["image"]["width"], data["image"]["height"], tuple(Face.from_json(f) for f in data["faces"]), data)
+    def from_json(cls, data: dict) -> Detection:
+        return cls(
+            data["image"]["width"], data["image"]["height"], tuple(Face.from_json(f) for f in data["faces"]), data
+        )
 
 
 @dataclass(frozen=True)

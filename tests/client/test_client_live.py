@@ -12,11 +12,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from facecrop_client import Client, Face, FacecropError
 from PIL import Image
 
-from tests.conftest import FACES, photo
-from tests.integration.test_detect import ASTRONAUT, CROWD
+from facecrop_client import Client, Face, FacecropError
+from local_triton.processes import SHARED_FACES
+from tests.support import ASTRONAUT, CROWD, photo
 
 FACECROP = [sys.executable, "-m", "facecrop_client.cli"]
 
@@ -58,15 +58,17 @@ def test_cli_detect_and_crop(stack, tmp_path):
     detected = run_cli(stack, "detect", str(photo(ASTRONAUT)), str(photo(CROWD)), "--min-confidence", "80")
     assert detected.returncode == 0, detected.stderr
     lines = [json.loads(line) for line in detected.stdout.splitlines()]
-    assert [len(line["faces"]) for line in lines][0] == 1 and lines[1]["path"].endswith(CROWD.split("/")[-1])
-    cropped = run_cli(stack, "crop", str(photo(ASTRONAUT)), "--width", "64", "--height", "64", "--zoom", "0.8", "--out", str(tmp_path))
+    assert next(len(line["faces"]) for line in lines) == 1 and lines[1]["path"].endswith(CROWD.split("/")[-1])
+    cropped = run_cli(
+        stack, "crop", str(photo(ASTRONAUT)), "--width", "64", "--height", "64", "--zoom", "0.8", "--out", str(tmp_path)
+    )
     assert cropped.returncode == 0, cropped.stderr
     assert Image.open(tmp_path / "skimage_astronaut.jpg").size == (64, 64)
 
 
 def photo_tree(root: Path, count: int) -> list[str]:
     """`count` real photos in nested folders, plus one file that is not an image."""
-    sources = sorted(FACES.glob("wider_val_416sq/images/*.jpg"))
+    sources = sorted(SHARED_FACES.glob("wider_val_416sq/images/*.jpg"))
     names = []
     for index in range(count):
         relative = f"set{index % 3}/sub{index % 2}/{index:03d}.jpg"
@@ -74,7 +76,7 @@ def photo_tree(root: Path, count: int) -> list[str]:
         shutil.copy(sources[index % len(sources)], root / relative)
         names.append(relative)
     (root / "set0" / "broken.jpg").write_bytes(b"this is no jpeg")
-    return names + ["set0/broken.jpg"]
+    return [*names, "set0/broken.jpg"]
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -104,11 +106,12 @@ def test_batch_detect_records_failures_and_resumes_without_duplicates(stack, tmp
 def test_batch_crop_mirrors_the_tree_and_skips_what_is_done(stack, tmp_path):
     names = photo_tree(tmp_path / "in", 6)
     out = tmp_path / "crops"
-    run = run_cli(stack, "batch", str(tmp_path / "in"), str(out), "--mode", "crop", "--width", "96", "--height", "96", "--format", "webp")
+    arguments = ["batch", str(tmp_path / "in"), str(out), "--mode", "crop", "--width", "96", "--height", "96"]
+    run = run_cli(stack, *arguments, "--format", "webp")
     assert run.returncode == 1
     for name in names[:-1]:
         assert Image.open((out / name).with_suffix(".webp")).size == (96, 96)
-    again = run_cli(stack, "batch", str(tmp_path / "in"), str(out), "--mode", "crop", "--width", "96", "--height", "96", "--format", "webp")
+    again = run_cli(stack, *arguments, "--format", "webp")
     assert "6 already done" in again.stderr and "0 processed" in again.stderr
 
 
@@ -133,7 +136,7 @@ def test_batch_stops_cleanly_on_ctrl_c_and_a_rerun_finishes(stack, tmp_path):
 
 
 def test_detail_high_from_the_client_and_the_command_line(stack):
-    crowd = FACES / "wider_val_native" / "images" / "0_Parade_marchingband_1_410.jpg"
+    crowd = SHARED_FACES / "wider_val_native" / "images" / "0_Parade_marchingband_1_410.jpg"
     client = Client(stack.gateway)
     standard = client.detect(crowd, max_faces=1000)
     high = client.detect(crowd, max_faces=1000, detail="high")

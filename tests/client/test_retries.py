@@ -6,9 +6,13 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+
 from facecrop_client import Client, FacecropError
 
-DETECTION = {"image": {"width": 4, "height": 3}, "faces": [{"confidence": 99.5, "face_rectangle": {"x": 1, "y": 1, "width": 2, "height": 2}}]}
+DETECTION = {
+    "image": {"width": 4, "height": 3},
+    "faces": [{"confidence": 99.5, "face_rectangle": {"x": 1, "y": 1, "width": 2, "height": 2}}],
+}
 
 
 class Scripted(BaseHTTPRequestHandler):
@@ -60,7 +64,16 @@ def test_503_and_429_are_retried_and_retry_after_respected(server):
     assert server.seen[0][1] == "/v1/detect?min_confidence=20&landmarks=false"
 
 
-@pytest.mark.parametrize("status,code", [(400, "invalid_parameter"), (401, "unauthorized"), (413, "payload_too_large"), (415, "unsupported_image"), (504, "backend_timeout")])
+@pytest.mark.parametrize(
+    "status,code",
+    [
+        (400, "invalid_parameter"),
+        (401, "unauthorized"),
+        (413, "payload_too_large"),
+        (415, "unsupported_image"),
+        (504, "backend_timeout"),
+    ],
+)
 def test_other_errors_raise_at_once_with_the_service_code(server, status, code):
     server.script = [error(status, code), ok()]
     with pytest.raises(FacecropError) as raised:

@@ -6,7 +6,7 @@ import pytest
 import requests
 
 from tests.ap50 import average_precision
-from tests.conftest import labeled_set
+from tests.support import labeled_set
 
 # The in-process reference with the same model, the 1024 policy and a 0.02 score threshold
 # reaches 0.746, 0.817 and 0.626 (../shared/faces/README.md); the service must not fall
@@ -14,7 +14,6 @@ from tests.conftest import labeled_set
 # most 0.01 elsewhere (measured: 0.800 there, unchanged elsewhere).
 FLOORS = {"wider_val_416sq": 0.74, "facemask": 0.80, "dlib_voc_faces": 0.98, "wider_val_native": 0.62}
 HIGH_DETAIL_FLOORS = {"wider_val_native": 0.78}
-pytestmark = pytest.mark.integration
 
 
 def service_ap50(stack, name: str, detail: str) -> float:

@@ -4,13 +4,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
-from gateway.config import Settings
-from tests.conftest import photo
-
-
-def model_statistics(stack) -> dict:
-    stats = requests.get(f"{stack.triton_http}/v2/models/{Settings().model_name}/stats", timeout=10).json()
-    return stats["model_stats"][0]
+from tests.support import model_statistics, photo
 
 
 def test_concurrent_requests_are_batched(stack):
@@ -19,7 +13,9 @@ def test_concurrent_requests_are_batched(stack):
     before = model_statistics(stack)
     with ThreadPoolExecutor(8) as pool:
         responses = list(
-            pool.map(lambda _: requests.post(f"{stack.gateway}/v1/detect", files={"image": data}, timeout=60), range(16))
+            pool.map(
+                lambda _: requests.post(f"{stack.gateway}/v1/detect", files={"image": data}, timeout=60), range(16)
+            )
         )
     assert all(r.status_code == 200 for r in responses)
     after = model_statistics(stack)

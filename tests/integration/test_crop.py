@@ -7,9 +7,7 @@ import pytest
 import requests
 from PIL import Image
 
-from tests.conftest import photo
-from tests.integration.test_detect import ASTRONAUT, CROWD, rectangle
-from tests.unit.test_decode import encoded
+from tests.support import ASTRONAUT, CROWD, encoded, photo, rectangle
 
 
 def crop(stack, data: bytes, params=None):
@@ -49,7 +47,9 @@ def test_json_describes_the_crop_and_the_faces(stack):
     assert body["crop"]["width"] == body["crop"]["height"]
 
 
-@pytest.mark.parametrize("params", [{"zoom": "0.5"}, {"zoom": "0.9", "width": "400"}, {"width": "1024", "height": "683", "zoom": "0.3"}])
+@pytest.mark.parametrize(
+    "params", [{"zoom": "0.5"}, {"zoom": "0.9", "width": "400"}, {"width": "1024", "height": "683", "zoom": "0.3"}]
+)
 def test_region_contains_every_face_when_the_aspect_allows(stack, params):
     response = crop(stack, photo(CROWD).read_bytes(), {**params, "format": "json"})
     body = response.json()
@@ -87,20 +87,34 @@ def test_exif_rotated_portrait_comes_back_upright(stack):
     output = Image.open(io.BytesIO(rotated.content))
     assert output.size == (128, 128)
     assert output.getexif().get(0x0112) is None
-    difference = np.abs(np.asarray(output, dtype=int) - np.asarray(Image.open(io.BytesIO(reference.content)), dtype=int))
+    difference = np.abs(
+        np.asarray(output, dtype=int) - np.asarray(Image.open(io.BytesIO(reference.content)), dtype=int)
+    )
     assert difference.mean() < 6
 
 
 @pytest.mark.parametrize(
     "params,name",
-    [({"width": "0"}, "width"), ({"height": "5000"}, "height"), ({"zoom": "2"}, "zoom"), ({"gravity": "up"}, "gravity"),
-     ({"faces": "two"}, "faces"), ({"fit": "fill"}, "fit"), ({"format": "tiff"}, "format"), ({"quality": "0"}, "quality"),
-     ({"min_confidence": "-1"}, "min_confidence")],
+    [
+        ({"width": "0"}, "width"),
+        ({"height": "5000"}, "height"),
+        ({"zoom": "2"}, "zoom"),
+        ({"gravity": "up"}, "gravity"),
+        ({"faces": "two"}, "faces"),
+        ({"fit": "fill"}, "fit"),
+        ({"format": "tiff"}, "format"),
+        ({"quality": "0"}, "quality"),
+        ({"min_confidence": "-1"}, "min_confidence"),
+    ],
 )
 def test_bad_crop_parameters(stack, params, name):
     response = crop(stack, photo(ASTRONAUT).read_bytes(), params)
     assert response.status_code == 400
-    assert response.json()["error"] == {"code": "invalid_parameter", "parameter": name, "message": response.json()["error"]["message"]}
+    assert response.json()["error"] == {
+        "code": "invalid_parameter",
+        "parameter": name,
+        "message": response.json()["error"]["message"],
+    }
 
 
 def test_detect_errors_apply_to_crop(stack):

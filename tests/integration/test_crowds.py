@@ -6,16 +6,15 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import pytest
 import requests
 from PIL import Image
 
-from tests.conftest import FACES, labeled_set
-from tests.integration.test_batching import model_statistics
-from tests.integration.test_detect import rectangle
+from local_triton.processes import SHARED_FACES
+from tests.support import labeled_set, model_statistics, rectangle
 
-CROWDS = sorted((FACES / "demo").glob("*.jpg")) + sorted((FACES / "wider_val_native" / "images").glob("*.jpg"))
-pytestmark = pytest.mark.integration
+CROWDS = sorted((SHARED_FACES / "demo").glob("*.jpg")) + sorted(
+    (SHARED_FACES / "wider_val_native" / "images").glob("*.jpg")
+)
 
 
 def post(stack, endpoint: str, path: Path, params: dict) -> dict:
@@ -36,7 +35,9 @@ def check_limits_and_framing(stack, path: Path) -> int:
     five = post(stack, "detect", path, {"max_faces": "5"})["faces"]
     assert [answers(f) for f in default] == [answers(f) for f in everything[:100]], path.name
     assert [answers(f) for f in five] == [answers(f) for f in everything[:5]], path.name
-    body = post(stack, "crop", path, {"width": "300", "height": "200", "zoom": "0.5", "max_faces": "5", "format": "json"})
+    body = post(
+        stack, "crop", path, {"width": "300", "height": "200", "zoom": "0.5", "max_faces": "5", "format": "json"}
+    )
     c = body["crop"]
     assert len(body["faces"]) == min(5, len(everything))
     rectangles = [rectangle(f) for f in everything]
@@ -45,7 +46,9 @@ def check_limits_and_framing(stack, path: Path) -> int:
         right, bottom = max(r[0] + r[2] for r in rectangles), max(r[1] + r[3] for r in rectangles)
         fits = right - left <= c["width"] and bottom - top <= c["height"]
         if fits:  # the 3:2 region can hold the box around all faces: it must
-            assert c["x"] <= left and c["y"] <= top and right <= c["x"] + c["width"] and bottom <= c["y"] + c["height"], path.name
+            assert (
+                c["x"] <= left and c["y"] <= top and right <= c["x"] + c["width"] and bottom <= c["y"] + c["height"]
+            ), path.name
     return len(everything)
 
 
@@ -58,10 +61,15 @@ def test_max_faces_lists_a_prefix_and_crops_frame_every_face(stack):
 
 
 def test_largest_face_is_chosen_among_all_faces(stack):
-    path = FACES / "demo" / "widertest_2_Demonstration_Protesters_2_750.jpg"
+    path = SHARED_FACES / "demo" / "widertest_2_Demonstration_Protesters_2_750.jpg"
     everything = post(stack, "detect", path, {"max_faces": "1000", "min_confidence": "30"})["faces"]
     largest = max(everything, key=lambda f: f["face_rectangle"]["width"] * f["face_rectangle"]["height"])
-    body = post(stack, "crop", path, {"faces": "largest", "zoom": "1", "max_faces": "1", "min_confidence": "30", "format": "json"})
+    body = post(
+        stack,
+        "crop",
+        path,
+        {"faces": "largest", "zoom": "1", "max_faces": "1", "min_confidence": "30", "format": "json"},
+    )
     x, y, w, h = rectangle(largest)
     c = body["crop"]
     assert c["x"] <= x and c["y"] <= y and x + w <= c["x"] + c["width"] and y + h <= c["y"] + c["height"]
@@ -71,7 +79,9 @@ def test_largest_face_is_chosen_among_all_faces(stack):
 def test_detail_high_tiles_run_as_one_batch(stack, tmp_path):
     """A square photo at detail=high: the standard pass plus 3x3 tiles, in 2 executions."""
     path = tmp_path / "square.jpg"
-    Image.open(FACES / "wider_val_native" / "images" / "0_Parade_marchingband_1_410.jpg").resize((1024, 1024)).save(path, quality=95)
+    Image.open(SHARED_FACES / "wider_val_native" / "images" / "0_Parade_marchingband_1_410.jpg").resize(
+        (1024, 1024)
+    ).save(path, quality=95)
     before = model_statistics(stack)
     high = post(stack, "detect", path, {"detail": "high", "max_faces": "1000"})["faces"]
     after = model_statistics(stack)

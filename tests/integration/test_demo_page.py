@@ -5,19 +5,28 @@ from pathlib import Path
 import requests
 from playwright.sync_api import sync_playwright
 
-from tests.conftest import photo
-from tests.integration.test_detect import CROWD
+from tests.support import CROWD, photo
 
 CHROMIUM = "/usr/bin/chromium"  # Debian's package; `make test` installs it
 ARTIFACTS = Path(__file__).resolve().parent.parent.parent / "test-artifacts"
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 
 
 def test_demo_page_boxes_the_faces_and_crops(stack):
-    expected = len(requests.post(f"{stack.gateway}/v1/detect", files={"image": photo(CROWD).read_bytes()}, timeout=30).json()["faces"])
+    expected = len(
+        requests.post(f"{stack.gateway}/v1/detect", files={"image": photo(CROWD).read_bytes()}, timeout=30).json()[
+            "faces"
+        ]
+    )
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

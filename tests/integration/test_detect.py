@@ -1,34 +1,22 @@
 """POST /v1/detect through the real gateway and the real Triton."""
 
-
 import numpy as np
 import pytest
 import requests
 from PIL import Image
 
-from tests.conftest import photo
-from tests.unit.test_decode import encoded, png_declaring
-
-ASTRONAUT = "demo/skimage_astronaut.jpg"
-CROWD = "demo/widertest_20_Family_Group_Family_Group_20_435.jpg"
-# The astronaut's face, in pixels of the 512 x 512 photo (checked by eye on the picture).
-ASTRONAUT_FACE = (178, 56, 93, 123)
-
-
-def detect(stack, data: bytes, params=None, **kwargs):
-    return requests.post(f"{stack.gateway}/v1/detect", files={"image": ("photo", data)}, params=params, timeout=30, **kwargs)
-
-
-def rectangle(face) -> tuple:
-    r = face["face_rectangle"]
-    return r["x"], r["y"], r["width"], r["height"]
-
-
-def iou(a, b) -> float:
-    ax2, ay2, bx2, by2 = a[0] + a[2], a[1] + a[3], b[0] + b[2], b[1] + b[3]
-    w = max(0, min(ax2, bx2) - max(a[0], b[0]))
-    h = max(0, min(ay2, by2) - max(a[1], b[1]))
-    return w * h / (a[2] * a[3] + b[2] * b[3] - w * h)
+from tests.support import (
+    ASTRONAUT,
+    ASTRONAUT_FACE,
+    CROWD,
+    detect,
+    encoded,
+    error_of,
+    iou,
+    photo,
+    png_declaring,
+    rectangle,
+)
 
 
 def test_known_photo_gives_the_expected_face(stack):
@@ -57,7 +45,7 @@ def test_crowd_faces_are_sorted_integers_inside_the_image(stack):
     for face in body["faces"]:
         x, y, w, h = rectangle(face)
         assert all(isinstance(v, int) for v in (x, y, w, h))
-        assert 0 <= x and 0 <= y and x + w <= width and y + h <= height and w > 0 and h > 0
+        assert x >= 0 and y >= 0 and x + w <= width and y + h <= height and w > 0 and h > 0
         for px, py in face["landmarks"].values():
             assert 0 <= px < width and 0 <= py < height
 
@@ -96,14 +84,6 @@ def test_exif_orientation_is_respected(stack):
     body = detect(stack, encoded(stored, "JPEG", exif=exif, quality=95)).json()
     [face] = body["faces"]
     assert iou(rectangle(face), ASTRONAUT_FACE) > 0.8
-
-
-def error_of(response, status: int, code: str) -> dict:
-    assert response.status_code == status, response.text
-    assert response.headers["Content-Type"] == "application/json"
-    error = response.json()["error"]
-    assert error["code"] == code and error["message"]
-    return error
 
 
 def test_missing_image(stack):

@@ -1,5 +1,6 @@
 """Backend faults: Triton missing or stopped mid-traffic, a gateway worker killed mid-request."""
 
+import contextlib
 import os
 import signal
 import threading
@@ -11,6 +12,7 @@ import requests
 
 from local_triton.processes import (
     BUILD_DIR,
+    LOG_DIR,
     TritonPorts,
     child_pids,
     free_port,
@@ -20,16 +22,16 @@ from local_triton.processes import (
     stop,
     wait_until_ok,
 )
-from tests.conftest import LOGS, photo
+from tests.support import photo
 
 
 @pytest.fixture
 def orphan_gateway():
     """A gateway whose Triton address has nothing listening (yet)."""
-    LOGS.mkdir(parents=True, exist_ok=True)
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
     ports = TritonPorts(http=free_port(), grpc=free_port(), metrics=free_port())
     port = free_port()
-    gateway = start_gateway(port, f"127.0.0.1:{ports.grpc}", log_path=LOGS / "orphan-gateway.log")
+    gateway = start_gateway(port, f"127.0.0.1:{ports.grpc}", log_path=LOG_DIR / "orphan-gateway.log")
     wait_until_ok(f"http://127.0.0.1:{port}/healthz", gateway, timeout_s=60)
     yield f"http://127.0.0.1:{port}", ports
     stop(gateway)
@@ -47,7 +49,9 @@ def test_unavailable_backend_gets_a_quick_503_then_recovers(orphan_gateway):
     assert requests.get(f"{url}/readyz", timeout=5).status_code == 503
     assert requests.get(f"{url}/healthz", timeout=5).status_code == 200
 
-    triton = start_triton(ports, BUILD_DIR / "test-recovery", intra_op_threads=1, log_path=LOGS / "recovery-triton.log")
+    triton = start_triton(
+        ports, BUILD_DIR / "test-recovery", intra_op_threads=1, log_path=LOG_DIR / "recovery-triton.log"
+    )
     try:
         wait_until_ok(f"http://127.0.0.1:{ports.http}/v2/health/ready", triton, timeout_s=180)
         # every worker's gRPC channel reconnects by itself (backoff capped at one second)
@@ -106,16 +110,21 @@ def test_a_killed_worker_is_replaced_and_requests_succeed_again():
         old = child_pids(stack.gateway_process.pid)
         assert len(old) == 2
         with ThreadPoolExecutor(4) as pool:
-            pending = [pool.submit(requests.post, f"{stack.gateway}/v1/detect", files={"image": data}, timeout=30) for _ in range(4)]
+            pending = [
+                pool.submit(requests.post, f"{stack.gateway}/v1/detect", files={"image": data}, timeout=30)
+                for _ in range(4)
+            ]
             time.sleep(0.05)
             os.kill(old[0], signal.SIGKILL)  # mid-request: four are in flight on two workers
             for future in pending:
-                try:
+                # the request on the killed worker may be lost; the service must not be
+                with contextlib.suppress(requests.RequestException):
                     future.result()
-                except requests.RequestException:
-                    pass  # the request on the killed worker may be lost; the service must not be
         deadline = time.monotonic() + 30
-        while sorted(child_pids(stack.gateway_process.pid)) == sorted(old) or len(child_pids(stack.gateway_process.pid)) < 2:
+        while (
+            sorted(child_pids(stack.gateway_process.pid)) == sorted(old)
+            or len(child_pids(stack.gateway_process.pid)) < 2
+        ):
             assert time.monotonic() < deadline, "the killed worker was not replaced"
             time.sleep(0.2)
         assert old[0] not in child_pids(stack.gateway_process.pid)

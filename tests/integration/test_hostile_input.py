@@ -10,10 +10,9 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from gateway.params import CROP_PARAMETERS, DETECT_PARAMETERS
-from tests.conftest import photo
-from tests.unit.test_decode import encoded, png_declaring
+from tests.support import MAGIC, astronaut, clean_images, encoded, png_declaring
 
-ASTRONAUT = Image.open(photo("demo/skimage_astronaut.jpg")).convert("RGB")
+ASTRONAUT = astronaut()
 
 
 def jpeg_declaring(width: int, height: int) -> bytes:
@@ -36,8 +35,7 @@ def corrupted(data: bytes) -> bytes:
     return data[:middle] + bytes(b ^ 0x5A for b in data[middle : middle + 256]) + data[middle + 256 :]
 
 
-FORMATS = {"jpeg": "JPEG", "png": "PNG", "webp": "WEBP", "gif": "GIF", "bmp": "BMP"}
-CLEAN = {name: encoded(ASTRONAUT, fmt) for name, fmt in FORMATS.items()}
+CLEAN = clean_images()
 
 CORPUS = {
     # name: (bytes, content type, expected status)
@@ -67,7 +65,9 @@ CORPUS = {
 def test_corpus(stack, name):
     data, content_type, expected = CORPUS[name]
     for path in ("/v1/detect", "/v1/crop"):
-        response = requests.post(f"{stack.gateway}{path}", data=data, headers={"Content-Type": content_type}, timeout=30)
+        response = requests.post(
+            f"{stack.gateway}{path}", data=data, headers={"Content-Type": content_type}, timeout=30
+        )
         assert response.status_code in expected, (path, response.status_code, response.text[:200])
         if response.status_code >= 400:
             assert response.json()["error"]["code"]
@@ -75,7 +75,9 @@ def test_corpus(stack, name):
 
 def test_animated_images_use_the_first_frame(stack):
     for fmt in ("GIF", "WEBP"):
-        response = requests.post(f"{stack.gateway}/v1/detect", data=animated(fmt), headers={"Content-Type": "image/x"}, timeout=30)
+        response = requests.post(
+            f"{stack.gateway}/v1/detect", data=animated(fmt), headers={"Content-Type": "image/x"}, timeout=30
+        )
         [face] = response.json()["faces"]
         assert face["face_rectangle"]["y"] < 100  # upright, as in the first frame (the second is upside down)
 
@@ -98,9 +100,27 @@ def test_odd_multipart_bodies(stack, files, data):
 
 PARAMETERS = sorted(DETECT_PARAMETERS | CROP_PARAMETERS)
 NASTY_VALUES = st.one_of(
-    st.sampled_from(["nan", "NaN", "inf", "-Infinity", "1e309", "-1", "0", "", " ", "1" * 400, "0x10", "٣", "½", "\u202e1", "0.5x0.5x0.5"]),
+    st.sampled_from(
+        [
+            "nan",
+            "NaN",
+            "inf",
+            "-Infinity",
+            "1e309",
+            "-1",
+            "0",
+            "",
+            " ",
+            "1" * 400,
+            "0x10",
+            "٣",
+            "½",
+            "\u202e1",
+            "0.5x0.5x0.5",
+        ]
+    ),
     st.text(max_size=20),
-    st.integers(-10**12, 10**12).map(str),
+    st.integers(-(10**12), 10**12).map(str),
     st.floats(allow_nan=True, allow_infinity=True).map(repr),
 )
 
@@ -109,19 +129,26 @@ NASTY_VALUES = st.one_of(
 @given(params=st.dictionaries(st.sampled_from(PARAMETERS), NASTY_VALUES, max_size=4))
 def test_fuzzed_parameters(stack, params):
     response = requests.post(
-        f"{stack.gateway}/v1/crop", params=params, data=CLEAN["jpeg"], headers={"Content-Type": "image/jpeg"}, timeout=30
+        f"{stack.gateway}/v1/crop",
+        params=params,
+        data=CLEAN["jpeg"],
+        headers={"Content-Type": "image/jpeg"},
+        timeout=30,
     )
     assert response.status_code in {200, 400}, (params, response.text[:200])
     if response.status_code == 400:
         assert response.json()["error"]["code"] in {"invalid_parameter", "output_too_large"}
 
 
-MAGIC = [b"\xff\xd8\xff\xe0", b"\x89PNG\r\n\x1a\n", b"RIFF\x00\x00\x00\x00WEBPVP8 ", b"GIF89a", b"BM", b""]
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(prefix=st.sampled_from(MAGIC), body=st.binary(max_size=2048), content_type=st.sampled_from(["image/jpeg", "image/png", "application/octet-stream", "image/anything"]))
+@given(
+    prefix=st.sampled_from(MAGIC),
+    body=st.binary(max_size=2048),
+    content_type=st.sampled_from(["image/jpeg", "image/png", "application/octet-stream", "image/anything"]),
+)
 def test_fuzzed_bytes(stack, prefix, body, content_type):
-    response = requests.post(f"{stack.gateway}/v1/detect", data=prefix + body, headers={"Content-Type": content_type}, timeout=30)
+    response = requests.post(
+        f"{stack.gateway}/v1/detect", data=prefix + body, headers={"Content-Type": content_type}, timeout=30
+    )
     assert response.status_code in {200, 400, 413, 415}, response.text[:200]
     assert response.headers["Content-Type"] == "application/json"

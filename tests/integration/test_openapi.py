@@ -11,10 +11,15 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.conftest import photo
-from tests.integration.test_detect import CROWD
+from tests.support import CROWD, photo
 
-CHECKS = [schemathesis.checks.not_a_server_error, status_code_conformance, content_type_conformance, response_headers_conformance, response_schema_conformance]
+CHECKS = [
+    schemathesis.checks.not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+]
 
 
 def operations(stack):
@@ -53,7 +58,12 @@ def test_document_lists_every_parameter_with_range_and_default(stack):
 
 @pytest.mark.parametrize(
     "path,query",
-    [("/v1/detect", {}), ("/v1/detect", {"landmarks": "false"}), ("/v1/crop", {"width": "128", "format": "json"}), ("/v1/crop", {"width": "128", "height": "96"})],
+    [
+        ("/v1/detect", {}),
+        ("/v1/detect", {"landmarks": "false"}),
+        ("/v1/crop", {"width": "128", "format": "json"}),
+        ("/v1/crop", {"width": "128", "height": "96"}),
+    ],
 )
 def test_successful_answers_match_the_document(stack, path, query):
     operation = next(op for op in operations(stack) if op.path == path)

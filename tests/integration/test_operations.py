@@ -12,7 +12,7 @@ import requests
 from PIL import Image, PngImagePlugin
 
 from local_triton.processes import BUILD_DIR, running_gateway
-from tests.conftest import photo
+from tests.support import photo
 
 ASTRONAUT = "demo/skimage_astronaut.jpg"
 
@@ -135,7 +135,9 @@ def test_requests_over_the_in_flight_limit_get_429_at_once(stack):
 
 
 def test_a_call_over_its_deadline_is_answered_504(stack):
-    with running_gateway(stack.triton_grpc, {"FACECROP_INFER_TIMEOUT_S": "0.001", "FACECROP_WORKERS": "1"}, name="deadline") as url:
+    with running_gateway(
+        stack.triton_grpc, {"FACECROP_INFER_TIMEOUT_S": "0.001", "FACECROP_WORKERS": "1"}, name="deadline"
+    ) as url:
         response = post(url, photo(ASTRONAUT).read_bytes())
     assert response.status_code == 504
     assert response.json()["error"]["code"] == "backend_timeout"

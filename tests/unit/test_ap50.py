@@ -9,7 +9,10 @@ TRUTHS = [
 
 
 def test_perfect_detections_score_one_and_ignored_boxes_count_neither_way():
-    detections = {"a": [(0.9, [0, 0, 20, 20]), (0.8, [50, 50, 20, 20]), (0.7, [90, 90, 5, 5])], "b": [(0.95, [10, 10, 30, 30])]}
+    detections = {
+        "a": [(0.9, [0, 0, 20, 20]), (0.8, [50, 50, 20, 20]), (0.7, [90, 90, 5, 5])],
+        "b": [(0.95, [10, 10, 30, 30])],
+    }
     assert average_precision(TRUTHS, detections) == pytest.approx(1.0)
 
 

@@ -1,7 +1,17 @@
 import numpy as np
 import pytest
 
-from gateway.crop import CropPlan, Rect, face_box, focal_point, place, plan_crop, region_size, render_crop, widen_to_aspect
+from gateway.crop import (
+    CropPlan,
+    Rect,
+    face_box,
+    focal_point,
+    place,
+    plan_crop,
+    region_size,
+    render_crop,
+    widen_to_aspect,
+)
 from gateway.errors import InvalidParameter
 from gateway.params import CropOptions, parse_crop_options
 
@@ -39,8 +49,12 @@ def test_no_face_falls_back_to_the_centre_or_the_given_point():
 
 def test_center_and_focal_gravity_ignore_faces():
     boxes = np.array([[0.0, 0.0, 50.0, 50.0]])
-    assert plan_crop(boxes, (1000, 600), CropOptions(gravity="center", width=1, height=1)).region == Rect(200, 0, 600, 600)
-    assert plan_crop(boxes, (1000, 600), CropOptions(gravity=(1.0, 0.5), width=1, height=1)).region == Rect(400, 0, 600, 600)
+    assert plan_crop(boxes, (1000, 600), CropOptions(gravity="center", width=1, height=1)).region == Rect(
+        200, 0, 600, 600
+    )
+    assert plan_crop(boxes, (1000, 600), CropOptions(gravity=(1.0, 0.5), width=1, height=1)).region == Rect(
+        400, 0, 600, 600
+    )
 
 
 def test_region_is_widened_never_shrunk_to_the_output_aspect():
@@ -86,16 +100,40 @@ def test_render_crop_cuts_and_resizes():
 
 def test_crop_parameters():
     assert parse_crop_options({}) == CropOptions()
-    options = parse_crop_options({"width": "256", "gravity": "0.5x0.33", "zoom": "1", "faces": "largest", "fit": "crop", "format": "webp", "quality": "70"})
+    options = parse_crop_options(
+        {
+            "width": "256",
+            "gravity": "0.5x0.33",
+            "zoom": "1",
+            "faces": "largest",
+            "fit": "crop",
+            "format": "webp",
+            "quality": "70",
+        }
+    )
     assert options == CropOptions(256, None, (0.5, 0.33), 1.0, "largest", "crop", "webp", 70)
     assert parse_crop_options({"gravity": "center"}).gravity == "center"
 
 
 @pytest.mark.parametrize(
     "name,value",
-    [("width", "0"), ("width", "4097"), ("height", "-5"), ("zoom", "1.5"), ("zoom", "nan"), ("gravity", "north"),
-     ("gravity", "1.5x0.5"), ("gravity", "0.5x"), ("gravity", "nanxnan"), ("faces", "some"), ("fit", "contain"),
-     ("format", "gif"), ("format", "JPEG"), ("quality", "0"), ("quality", "101")],
+    [
+        ("width", "0"),
+        ("width", "4097"),
+        ("height", "-5"),
+        ("zoom", "1.5"),
+        ("zoom", "nan"),
+        ("gravity", "north"),
+        ("gravity", "1.5x0.5"),
+        ("gravity", "0.5x"),
+        ("gravity", "nanxnan"),
+        ("faces", "some"),
+        ("fit", "contain"),
+        ("format", "gif"),
+        ("format", "JPEG"),
+        ("quality", "0"),
+        ("quality", "101"),
+    ],
 )
 def test_bad_crop_parameters_are_named(name, value):
     with pytest.raises(InvalidParameter) as error:

@@ -1,6 +1,4 @@
 import io
-import struct
-import zlib
 
 import numpy as np
 import pytest
@@ -8,22 +6,7 @@ from PIL import Image, ImageOps
 
 from gateway.decode import apply_orientation, decode_image, read_header
 from gateway.errors import ImageTooLarge, UnsupportedImage
-
-
-def encoded(image: Image.Image, fmt: str, **kwargs) -> bytes:
-    buffer = io.BytesIO()
-    image.save(buffer, fmt, **kwargs)
-    return buffer.getvalue()
-
-
-def png_declaring(width: int, height: int) -> bytes:
-    """A tiny PNG whose header declares width x height (a decompression bomb's shape)."""
-
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b"")
+from tests.support import encoded, png_declaring
 
 
 @pytest.mark.parametrize("orientation", range(1, 9))
@@ -62,7 +45,9 @@ def test_bomb_is_refused_from_its_header():
     assert read_header(png_declaring(7000, 7000), max_pixels=50_000_000).width == 7000
 
 
-@pytest.mark.parametrize("data", [b"", b"hello world", b"\x89PNG\r\n\x1a\n", encoded(Image.new("RGB", (9, 9)), "PNG")[:40]])
+@pytest.mark.parametrize(
+    "data", [b"", b"hello world", b"\x89PNG\r\n\x1a\n", encoded(Image.new("RGB", (9, 9)), "PNG")[:40]]
+)
 def test_non_images_and_broken_files_are_unsupported(data):
     with pytest.raises(UnsupportedImage):
         decode_image(data, max_pixels=10_000)

@@ -25,7 +25,12 @@ def compose() -> dict:
 
 
 def manifests() -> list[dict]:
-    return [doc for path in sorted(KUBERNETES.glob("*.yaml")) if path.name != "kustomization.yaml" for doc in yaml.safe_load_all(path.read_text())]
+    return [
+        doc
+        for path in sorted(KUBERNETES.glob("*.yaml"))
+        if path.name != "kustomization.yaml"
+        for doc in yaml.safe_load_all(path.read_text())
+    ]
 
 
 def test_compose_file_matches_the_compose_specification():
@@ -179,7 +184,9 @@ def test_compose_and_kubernetes_run_triton_with_the_same_flags():
     assert [re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", f) for f in flags["compose"]] == flags["kubernetes"]
     assert "--model-config-name=default" in flags["kubernetes"]  # no configs/default.pbtxt: config.pbtxt
     assert not any((ROOT / "model_repository").glob("*/configs/default.pbtxt"))
-    age = {f.split("=")[0]: int(f.split("=")[1]) for f in flags["kubernetes"] if f.startswith("--grpc-max-connection-age")}
+    age = {
+        f.split("=")[0]: int(f.split("=")[1]) for f in flags["kubernetes"] if f.startswith("--grpc-max-connection-age")
+    }
     from gateway.config import Settings
 
     assert age["--grpc-max-connection-age-grace"] > Settings().infer_timeout_s * 1000
@@ -190,6 +197,8 @@ def test_the_triton_release_knows_every_flag():
     from local_triton.processes import pytriton_server_dir, triton_environment
 
     server = pytriton_server_dir()
-    usage = subprocess.run([str(server / "bin" / "tritonserver"), "--help"], capture_output=True, text=True, env=triton_environment(server))
+    usage = subprocess.run(
+        [str(server / "bin" / "tritonserver"), "--help"], capture_output=True, text=True, env=triton_environment(server)
+    )
     for flag in set(triton_flags()["compose"] + triton_flags()["kubernetes"]):
         assert f"  {flag.split('=')[0]} " in usage.stdout + usage.stderr, flag

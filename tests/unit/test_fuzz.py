@@ -6,11 +6,14 @@ from hypothesis import strategies as st
 from gateway.decode import decode_image
 from gateway.errors import ApiError, InvalidParameter
 from gateway.params import CROP_PARAMETERS, DETECT_PARAMETERS, parse_crop_options, parse_detect_options
-from tests.integration.test_hostile_input import CLEAN, MAGIC
+from tests.support import MAGIC, clean_images
 
 
 @settings(max_examples=400, deadline=None)
-@given(prefix=st.sampled_from(MAGIC + [d[:64] for d in CLEAN.values()]), body=st.binary(max_size=4096))
+@given(
+    prefix=st.deferred(lambda: st.sampled_from(MAGIC + [d[:64] for d in clean_images().values()])),
+    body=st.binary(max_size=4096),
+)
 def test_decoder_raises_only_api_errors(prefix, body):
     try:
         image = decode_image(prefix + body, max_pixels=4_000_000)
@@ -24,7 +27,9 @@ def test_decoder_raises_only_api_errors(prefix, body):
 @given(
     values=st.dictionaries(
         st.sampled_from(sorted(DETECT_PARAMETERS | CROP_PARAMETERS)),
-        st.one_of(st.text(max_size=30), st.from_regex(r"-?[0-9]{1,600}(\.[0-9]{1,5})?([eE]-?[0-9]{1,4})?", fullmatch=True)),
+        st.one_of(
+            st.text(max_size=30), st.from_regex(r"-?[0-9]{1,600}(\.[0-9]{1,5})?([eE]-?[0-9]{1,4})?", fullmatch=True)
+        ),
         max_size=6,
     )
 )

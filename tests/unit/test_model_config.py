@@ -6,12 +6,12 @@ import onnxruntime
 import pytest
 from tritonclient.grpc import model_config_pb2
 
-from gateway.config import DEFAULT_MODELS
 from gateway.preprocess import canonical_shape
+from gateway.wire import WIRE_FORMATS
 from local_triton.processes import PRODUCTION_REPOSITORY
 from local_triton.render import cuda_variant_text, load_config, local_config, render_repository
 
-MODELS = sorted(DEFAULT_MODELS.values())
+MODELS = sorted(w.model_name for w in WIRE_FORMATS.values())
 ONNX_TYPES = {
     "tensor(float)": model_config_pb2.TYPE_FP32,
     "tensor(uint8)": model_config_pb2.TYPE_UINT8,
@@ -103,7 +103,9 @@ def test_tensorrt_profile_spans_every_canonical_shape(model):
 @pytest.mark.parametrize("model", MODELS)
 def test_cuda_variant_is_the_production_config_without_tensorrt(model):
     committed = (PRODUCTION_REPOSITORY / model / "configs" / "cuda.pbtxt").read_text()
-    assert committed == cuda_variant_text(PRODUCTION_REPOSITORY / model / "config.pbtxt"), "run python -m local_triton.render"
+    assert committed == cuda_variant_text(PRODUCTION_REPOSITORY / model / "config.pbtxt"), (
+        "run python -m local_triton.render"
+    )
     variant = load_config(PRODUCTION_REPOSITORY / model / "configs" / "cuda.pbtxt")
     assert not variant.optimization.execution_accelerators.gpu_execution_accelerator
     assert variant.instance_group == config_of(model).instance_group

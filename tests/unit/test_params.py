@@ -9,7 +9,9 @@ def test_defaults():
 
 
 def test_values_are_parsed():
-    options = parse_detect_options({"min_confidence": "2.5", "max_faces": "1000", "min_face_size": "12", "landmarks": "false"})
+    options = parse_detect_options(
+        {"min_confidence": "2.5", "max_faces": "1000", "min_face_size": "12", "landmarks": "false"}
+    )
     assert options == DetectOptions(2.5, 1000, 12.0, False)
 
 

@@ -8,10 +8,10 @@ from gateway.postprocess import (
     decode_landmarks,
     detect_faces,
     face_objects,
-    model_outputs,
     nms,
     priors,
 )
+from gateway.wire import WIRE_FORMATS
 
 
 @pytest.mark.parametrize("height,width", [(1024, 1024), (768, 1024), (1024, 256), (100, 60)])
@@ -62,7 +62,9 @@ def synthetic_outputs(input_shape, hits):
     conf = np.zeros((count, 2), dtype=np.float32)
     for index, score in hits.items():
         conf[index, 1] = score
-    return model_outputs({"loc": np.zeros((count, 4), np.float32), "conf": conf, "landmarks": np.zeros((count, 10), np.float32)})
+    return WIRE_FORMATS["float32"].parse(
+        {"loc": np.zeros((count, 4), np.float32), "conf": conf, "landmarks": np.zeros((count, 10), np.float32)}
+    )
 
 
 def test_top_k_outputs_decode_like_raw_ones():
@@ -70,7 +72,14 @@ def test_top_k_outputs_decode_like_raw_ones():
     hits = {int(i): s for i, s in zip(np.flatnonzero(anchors[:, 2] == 64 / 1024)[[10, 400]], (0.9, 0.7))}
     raw = synthetic_outputs((256, 1024), hits)
     order = np.argsort(-raw.scores, kind="stable")[:5000]
-    top = model_outputs({"anchor_index": order.astype(np.int32), "scores": raw.scores[order], "loc": raw.loc[order], "landmarks": raw.landmarks[order]})
+    top = WIRE_FORMATS["uint8"].parse(
+        {
+            "anchor_index": order.astype(np.int32),
+            "scores": raw.scores[order],
+            "loc": raw.loc[order],
+            "landmarks": raw.landmarks[order],
+        }
+    )
     expected = detect_faces(raw, (256, 1024), 1.0, (256, 1024), DetectOptions())
     found = detect_faces(top, (256, 1024), 1.0, (256, 1024), DetectOptions())
     assert len(found) == 2
@@ -104,6 +113,8 @@ def test_boxes_are_clipped_to_the_image_and_filtered_by_options():
     assert (detections.boxes[:, [2, 3]] <= [1000, 200]).all()
     assert detections.scores.tolist() == pytest.approx([0.9, 0.8])
     assert len(detect_faces(outputs, (256, 1024), 1.0, (200, 1000), DetectOptions(min_face_size=17))) == 1
-    assert len(detect_faces(outputs, (256, 1024), 1.0, (200, 1000), DetectOptions(max_faces=1))) == 2  # max_faces only lists
+    assert (
+        len(detect_faces(outputs, (256, 1024), 1.0, (200, 1000), DetectOptions(max_faces=1))) == 2
+    )  # max_faces only lists
     assert len(detect_faces(outputs, (256, 1024), 1.0, (200, 1000), DetectOptions(min_confidence=85))) == 1
     assert "landmarks" not in face_objects(detections, with_landmarks=False)[0]

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from gateway.preprocess import BGR_MEAN, canonical_shape, scale_for, to_model_input
+from gateway.wire import WIRE_FORMATS
 
 
 def test_scale_enlarges_small_images_and_shrinks_large_ones():
@@ -22,7 +23,7 @@ CONTENT_WIDTH = round(200 * 1024 / 300)
 
 
 def test_float32_input_is_mean_subtracted_nchw_and_zero_padded():
-    model_input = to_model_input(PIXELS, target_size=1024, pad_multiple=256, wire_format="float32")
+    model_input = to_model_input(PIXELS, target_size=1024, pad_multiple=256, wire=WIRE_FORMATS["float32"])
     assert model_input.tensor.shape == (1, 3, 1024, 768) and model_input.tensor.dtype == np.float32
     assert model_input.size == (1024, 768)
     assert model_input.scale == pytest.approx(1024 / 300)
@@ -31,11 +32,11 @@ def test_float32_input_is_mean_subtracted_nchw_and_zero_padded():
 
 
 def test_uint8_input_is_nhwc_padded_with_the_mean_colour():
-    model_input = to_model_input(PIXELS, target_size=1024, pad_multiple=256, wire_format="uint8")
+    model_input = to_model_input(PIXELS, target_size=1024, pad_multiple=256, wire=WIRE_FORMATS["uint8"])
     assert model_input.tensor.shape == (1, 1024, 768, 3) and model_input.tensor.dtype == np.uint8
     assert model_input.size == (1024, 768)
     assert model_input.tensor[0, 5, 5].tolist() == [10, 20, 30]
     assert (model_input.tensor[0, :, CONTENT_WIDTH:] == BGR_MEAN).all()
     centred = model_input.tensor.astype(np.float32) - BGR_MEAN
-    reference = to_model_input(PIXELS, 1024, 256, "float32").tensor
+    reference = to_model_input(PIXELS, 1024, 256, WIRE_FORMATS["float32"]).tensor
     np.testing.assert_array_equal(centred.transpose(0, 3, 1, 2), reference)

@@ -9,14 +9,14 @@ import onnx
 import pytest
 from onnx import TensorProto, numpy_helper
 
-from gateway.config import DEFAULT_MODELS
 from gateway.postprocess import PRE_NMS_TOP_K, priors
 from gateway.preprocess import canonical_shape
+from gateway.wire import WIRE_FORMATS
 from local_triton.processes import PRODUCTION_REPOSITORY
 from local_triton.render import load_config
 
 TENSORRT_MAX_TOP_K = 3840  # TensorRT's TopK layer: K <= 3840
-MODELS = sorted(DEFAULT_MODELS.values())
+MODELS = sorted(w.model_name for w in WIRE_FORMATS.values())
 
 
 def load_graph(model: str) -> onnx.GraphProto:
@@ -99,6 +99,8 @@ def test_the_checks_catch_what_they_guard_against():
         [helper.make_tensor_value_info("input", TensorProto.UINT8, ["n", "h", "w", 3])],
         [helper.make_tensor_value_info("top", TensorProto.FLOAT, None)],
     )
-    inferred = onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])).graph
+    inferred = onnx.shape_inference.infer_shapes(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    ).graph
     assert uint8_consumers(inferred) == ["Transpose nchw"]
     assert top_k_values(inferred) == [None]

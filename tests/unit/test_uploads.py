@@ -3,19 +3,15 @@
 import io
 import tempfile
 
-from gateway.app import create_app
-from gateway.config import Settings
-from tests.unit.test_crop_endpoint import NoFacesModel
-from tests.unit.test_decode import png_declaring
+from tests.support import png_declaring
 
 
-def test_large_multipart_upload_never_touches_a_temporary_file(monkeypatch):
+def test_large_multipart_upload_never_touches_a_temporary_file(monkeypatch, client):
     def refuse(*args, **kwargs):
         raise AssertionError("a request tried to write a temporary file")
 
     monkeypatch.setattr(tempfile, "TemporaryFile", refuse)
     monkeypatch.setattr(tempfile, "SpooledTemporaryFile", refuse)
-    client = create_app(Settings(), NoFacesModel()).test_client()
     bomb = png_declaring(60_000, 60_000) + b"\0" * 2_000_000  # bigger than Werkzeug's 500 kB spool limit
     response = client.post("/v1/detect", data={"image": (io.BytesIO(bomb), "x.png")})
     assert response.status_code == 413

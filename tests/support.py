@@ -1,0 +1,111 @@
+"""What several test modules share: the shared photos, image builders, an in-process model
+stand-in, and small helpers for talking to the running stack. No tests here."""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+import zlib
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+import requests
+from PIL import Image
+
+from gateway.config import Settings
+from gateway.postprocess import ModelOutputs
+from local_triton.processes import SHARED_FACES
+
+ASTRONAUT = "demo/skimage_astronaut.jpg"
+CROWD = "demo/widertest_20_Family_Group_Family_Group_20_435.jpg"
+# The astronaut's face, in pixels of the 512 x 512 photo (checked by eye on the picture).
+ASTRONAUT_FACE = (178, 56, 93, 123)
+MAGIC = [b"\xff\xd8\xff\xe0", b"\x89PNG\r\n\x1a\n", b"RIFF\x00\x00\x00\x00WEBPVP8 ", b"GIF89a", b"BM", b""]
+FORMATS = {"jpeg": "JPEG", "png": "PNG", "webp": "WEBP", "gif": "GIF", "bmp": "BMP"}
+
+
+def photo(relative: str) -> Path:
+    path = SHARED_FACES / relative
+    if not path.is_file():
+        pytest.fail(f"missing shared test photo {path}: the checkout needs ../shared/faces beside it")
+    return path
+
+
+def labeled_set(name: str) -> tuple[Path, list[dict]]:
+    root = SHARED_FACES / name
+    return root / "images", json.loads((root / "gt.json").read_text())
+
+
+def encoded(image: Image.Image, fmt: str, **kwargs) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, fmt, **kwargs)
+    return buffer.getvalue()
+
+
+def png_declaring(width: int, height: int) -> bytes:
+    """A tiny PNG whose header declares width x height (a decompression bomb's shape)."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b"")
+
+
+@cache
+def astronaut() -> Image.Image:
+    return Image.open(photo(ASTRONAUT)).convert("RGB")
+
+
+@cache
+def clean_images() -> dict[str, bytes]:
+    """The astronaut in each supported format, by short name (jpeg, png, ...)."""
+    return {name: encoded(astronaut(), fmt) for name, fmt in FORMATS.items()}
+
+
+class NoFacesModel:
+    """An in-process stand-in for Triton that never finds a face."""
+
+    def __call__(self, tensor: np.ndarray) -> list[ModelOutputs]:
+        empty = ModelOutputs(
+            np.zeros(0, np.int32), np.zeros(0, np.float32), np.zeros((0, 4), np.float32), np.zeros((0, 10), np.float32)
+        )
+        return [empty] * len(tensor)
+
+    def is_ready(self) -> bool:
+        return True
+
+
+def detect(stack, data: bytes, params=None, **kwargs) -> requests.Response:
+    return requests.post(
+        f"{stack.gateway}/v1/detect", files={"image": ("photo", data)}, params=params, timeout=30, **kwargs
+    )
+
+
+def rectangle(face: dict) -> tuple[int, int, int, int]:
+    r = face["face_rectangle"]
+    return r["x"], r["y"], r["width"], r["height"]
+
+
+def iou(a, b) -> float:
+    ax2, ay2, bx2, by2 = a[0] + a[2], a[1] + a[3], b[0] + b[2], b[1] + b[3]
+    w = max(0, min(ax2, bx2) - max(a[0], b[0]))
+    h = max(0, min(ay2, by2) - max(a[1], b[1]))
+    return w * h / (a[2] * a[3] + b[2] * b[3] - w * h)
+
+
+def error_of(response: requests.Response, status: int, code: str) -> dict:
+    assert response.status_code == status, response.text
+    assert response.headers["Content-Type"] == "application/json"
+    error = response.json()["error"]
+    assert error["code"] == code and error["message"]
+    return error
+
+
+def model_statistics(stack) -> dict:
+    """Triton's statistics of the gateway's model."""
+    stats = requests.get(f"{stack.triton_http}/v2/models/{Settings().model_name}/stats", timeout=10).json()
+    return stats["model_stats"][0]
