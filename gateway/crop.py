@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from gateway.decode import DecodedImage
 from gateway.params import CropOptions
 
 
@@ -113,11 +114,22 @@ def plan_crop(boxes: np.ndarray, image: tuple[int, int], options: CropOptions) -
     return CropPlan(region=region, output=output_size(region, options))
 
 
-def render_crop(pixels: np.ndarray, plan: CropPlan) -> np.ndarray:
-    """Cut the region out of `pixels` and resize it: area interpolation shrinking, cubic enlarging."""
+def source_scale(plan: CropPlan) -> float:
+    """The fraction of each original side the output needs (at most 1: no more than the original has)."""
+    return min(1.0, max(plan.output[0] / plan.region.width, plan.output[1] / plan.region.height))
+
+
+def render_crop(image: DecodedImage, plan: CropPlan) -> np.ndarray:
+    """Cut the region (in original pixels) out of the decoded, possibly reduced, pixels and resize
+    it to the output: area interpolation shrinking, cubic enlarging."""
     r = plan.region
-    cut = pixels[r.y : r.y + r.height, r.x : r.x + r.width]
-    if plan.output == (r.width, r.height):
+    scale_x, scale_y = image.scale
+    height, width = image.pixels.shape[:2]
+    x0, y0 = min(round(r.x * scale_x), width - 1), min(round(r.y * scale_y), height - 1)
+    x1 = min(max(x0 + 1, round((r.x + r.width) * scale_x)), width)
+    y1 = min(max(y0 + 1, round((r.y + r.height) * scale_y)), height)
+    cut = image.pixels[y0:y1, x0:x1]
+    if plan.output == (x1 - x0, y1 - y0):
         return cut
-    shrinking = plan.output[0] * plan.output[1] < r.width * r.height
+    shrinking = plan.output[0] * plan.output[1] < cut.shape[0] * cut.shape[1]
     return cv2.resize(cut, plan.output, interpolation=cv2.INTER_AREA if shrinking else cv2.INTER_CUBIC)

@@ -95,6 +95,7 @@ def finish_request(response: Response) -> Response:
         "status": response.status_code,
         "duration_ms": round(elapsed * 1000, 1),
         "stages_ms": {stage: round(seconds * 1000, 1) for stage, seconds in g.timer.seconds.items()},
+        "stages_cpu_ms": {stage: round(seconds * 1000, 1) for stage, seconds in g.timer.cpu_seconds.items()},
         **fields,
     }
     access_log.info(json.dumps(line))

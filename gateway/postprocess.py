@@ -41,10 +41,13 @@ class Detections:
         """The detections at `selection` (a slice, indices or a boolean mask), in that order."""
         return Detections(self.scores[selection], self.boxes[selection], self.landmarks[selection])
 
-    def scaled(self, offset: tuple[float, float], scale: float) -> Detections:
-        """Moved by `offset` (x, y), then divided by `scale`: from a tile's pixels to the image's."""
+    def scaled(self, offset: tuple[float, float], scale: float | np.ndarray) -> Detections:
+        """Moved by `offset` (x, y), then divided by `scale` (one, or x and y): from a tile's or a
+        resized image's pixels to the pixels it was made from."""
         shift = np.asarray(offset, dtype=np.float32)
-        return Detections(self.scores, (self.boxes + np.tile(shift, 2)) / scale, (self.landmarks + shift) / scale)
+        per_axis = np.broadcast_to(np.asarray(scale, dtype=np.float32), (2,))
+        boxes = (self.boxes + np.tile(shift, 2)) / np.tile(per_axis, 2)
+        return Detections(self.scores, boxes, (self.landmarks + shift) / per_axis)
 
     @staticmethod
     def concatenate(parts: list[Detections]) -> Detections:

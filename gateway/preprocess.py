@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from gateway.timing import StageTimer
 from gateway.wire import WireFormat
 
 BGR_MEAN = np.array([104, 117, 123], dtype=np.uint8)
@@ -48,23 +49,26 @@ def canonical_shape(height: int, width: int, target_size: int, pad_multiple: int
     return pad(height), pad(width)
 
 
-def resize_for_model(pixels: np.ndarray, target_size: int) -> tuple[np.ndarray, float]:
-    """`pixels` (H x W x 3 BGR uint8) with the longer side at `target_size`, and the scale used."""
+def rescale(pixels: np.ndarray, scale: float) -> np.ndarray:
+    """`pixels` (H x W x 3 BGR uint8) resized by `scale`: area-averaged when shrinking (no
+    aliasing), bilinear when enlarging."""
     height, width = pixels.shape[:2]
-    scale = scale_for(height, width, target_size)
     size = (max(1, round(width * scale)), max(1, round(height * scale)))
-    return cv2.resize(pixels, size, interpolation=cv2.INTER_LINEAR), scale
+    if size == (width, height):
+        return pixels
+    return cv2.resize(pixels, size, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
 
 
 def pack(pieces: list[np.ndarray], shape: tuple[int, int], wire: WireFormat) -> np.ndarray:
     """A batch of `shape` (H, W) inputs laid out for `wire`, each piece in its top-left corner, padded."""
     height, width = shape
     if wire.channels_last:
-        tensor = np.empty((len(pieces), height, width, 3), dtype=wire.dtype)
-        tensor[:] = BGR_MEAN
-        for slot, piece in zip(tensor, pieces):
-            slot[: piece.shape[0], : piece.shape[1]] = piece
-        return tensor
+        mean = BGR_MEAN.tolist()
+        padded = [
+            cv2.copyMakeBorder(p, 0, height - p.shape[0], 0, width - p.shape[1], cv2.BORDER_CONSTANT, value=mean)
+            for p in pieces
+        ]
+        return padded[0][None] if len(padded) == 1 else np.stack(padded)
     tensor = np.zeros((len(pieces), 3, height, width), dtype=wire.dtype)
     for slot, piece in zip(tensor, pieces):
         np.subtract(
@@ -76,12 +80,18 @@ def pack(pieces: list[np.ndarray], shape: tuple[int, int], wire: WireFormat) -> 
     return tensor
 
 
-def to_model_input(pixels: np.ndarray, target_size: int, pad_multiple: int, wire: WireFormat) -> ModelInput:
-    """The model input for `pixels`, laid out for `wire`."""
-    resized, scale = resize_for_model(pixels, target_size)
-    height, width = resized.shape[:2]
-    shape = canonical_shape(height, width, target_size, pad_multiple)
-    return ModelInput(tensor=pack([resized], shape, wire), size=shape, scale=scale)
+def to_model_input(
+    pixels: np.ndarray, target_size: int, pad_multiple: int, wire: WireFormat, timer: StageTimer | None = None
+) -> ModelInput:
+    """The model input for `pixels`: the longer side at `target_size`, padded, laid out for `wire`."""
+    timer = timer or StageTimer()
+    height, width = pixels.shape[:2]
+    scale = scale_for(height, width, target_size)
+    with timer.stage("resize"):
+        resized = rescale(pixels, scale)
+    with timer.stage("preprocess"):
+        shape = canonical_shape(resized.shape[0], resized.shape[1], target_size, pad_multiple)
+        return ModelInput(tensor=pack([resized], shape, wire), size=shape, scale=scale)
 
 
 @dataclass(frozen=True)
@@ -92,7 +102,7 @@ class TiledInput:
     origins: tuple[tuple[int, int], ...]  # each tile's top-left (x, y) in the scaled image
     tile_size: int  # T
     scaled_size: tuple[int, int]  # (H, W) of the scaled image the tiles cover
-    scale: float  # scaled-image pixels per original pixel
+    scale: float  # scaled-image pixels per pixel of the image it was cut from
 
 
 def tiled_scale(height: int, width: int, target_size: int) -> float | None:
@@ -113,16 +123,25 @@ def tile_starts(length: int, tile: int, min_overlap: int) -> list[int]:
     return [round(i * (length - tile) / (count - 1)) for i in range(count)]
 
 
-def to_tiles(pixels: np.ndarray, scale: float, tile_size: int, min_overlap: int, wire: WireFormat) -> TiledInput:
+def to_tiles(
+    pixels: np.ndarray,
+    scale: float,
+    tile_size: int,
+    min_overlap: int,
+    wire: WireFormat,
+    timer: StageTimer | None = None,
+) -> TiledInput:
     """`pixels` scaled by `scale` and cut into `tile_size` squares (padded where the image is smaller)."""
-    height, width = pixels.shape[:2]
-    size = (max(1, round(width * scale)), max(1, round(height * scale)))
-    scaled = cv2.resize(pixels, size, interpolation=cv2.INTER_LINEAR)
-    origins = tuple(
-        (x, y)
-        for y in tile_starts(size[1], tile_size, min_overlap)
-        for x in tile_starts(size[0], tile_size, min_overlap)
-    )
-    pieces = [scaled[y : y + tile_size, x : x + tile_size] for x, y in origins]
-    tensor = pack(pieces, (tile_size, tile_size), wire)
-    return TiledInput(tensor=tensor, origins=origins, tile_size=tile_size, scaled_size=(size[1], size[0]), scale=scale)
+    timer = timer or StageTimer()
+    with timer.stage("resize"):
+        scaled = rescale(pixels, scale)
+    with timer.stage("preprocess"):
+        height, width = scaled.shape[:2]
+        origins = tuple(
+            (x, y)
+            for y in tile_starts(height, tile_size, min_overlap)
+            for x in tile_starts(width, tile_size, min_overlap)
+        )
+        pieces = [scaled[y : y + tile_size, x : x + tile_size] for x, y in origins]
+        tensor = pack(pieces, (tile_size, tile_size), wire)
+    return TiledInput(tensor=tensor, origins=origins, tile_size=tile_size, scaled_size=(height, width), scale=scale)

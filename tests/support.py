@@ -16,6 +16,7 @@ import requests
 from PIL import Image
 
 from gateway.config import Settings
+from gateway.decode import DecodedImage, decode_image, read_header
 from gateway.postprocess import ModelOutputs
 from local_triton.processes import SHARED_FACES
 
@@ -37,6 +38,11 @@ def photo(relative: str) -> Path:
 def labeled_set(name: str) -> tuple[Path, list[dict]]:
     root = SHARED_FACES / name
     return root / "images", json.loads((root / "gt.json").read_text())
+
+
+def decode(data: bytes, max_pixels: int) -> DecodedImage:
+    """The whole decoder entry, header check included, at full resolution."""
+    return decode_image(data, read_header(data, max_pixels))
 
 
 def encoded(image: Image.Image, fmt: str, **kwargs) -> bytes:

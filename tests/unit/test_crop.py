@@ -10,8 +10,10 @@ from gateway.crop import (
     plan_crop,
     region_size,
     render_crop,
+    source_scale,
     widen_to_aspect,
 )
+from gateway.decode import DecodedImage
 from gateway.errors import InvalidParameter
 from gateway.params import CropOptions, parse_crop_options
 
@@ -92,10 +94,21 @@ def test_output_size_rules():
 
 def test_render_crop_cuts_and_resizes():
     pixels = np.arange(100 * 80 * 3, dtype=np.uint32).astype(np.uint8).reshape(80, 100, 3)
-    same = render_crop(pixels, CropPlan(Rect(10, 20, 30, 40), (30, 40)))
+    image = DecodedImage(pixels, "PNG", (100, 80))
+    same = render_crop(image, CropPlan(Rect(10, 20, 30, 40), (30, 40)))
     np.testing.assert_array_equal(same, pixels[20:60, 10:40])
-    assert render_crop(pixels, CropPlan(Rect(0, 0, 100, 80), (25, 20))).shape == (20, 25, 3)
-    assert render_crop(pixels, CropPlan(Rect(0, 0, 10, 8), (50, 40))).shape == (40, 50, 3)
+    assert render_crop(image, CropPlan(Rect(0, 0, 100, 80), (25, 20))).shape == (20, 25, 3)
+    assert render_crop(image, CropPlan(Rect(0, 0, 10, 8), (50, 40))).shape == (40, 50, 3)
+
+
+def test_render_crop_from_a_reduced_decode_cuts_the_same_place():
+    pixels = np.zeros((400, 600, 3), np.uint8)
+    pixels[100:200, 300:450] = 255  # a white block at x 300-450, y 100-200 of the original
+    reduced = DecodedImage(pixels[::4, ::4].copy(), "JPEG", (600, 400))  # decoded at 1/4
+    cut = render_crop(reduced, CropPlan(Rect(300, 100, 150, 100), (30, 20)))
+    assert cut.shape == (20, 30, 3) and cut.min() == 255
+    assert source_scale(CropPlan(Rect(300, 100, 150, 100), (30, 20))) == pytest.approx(0.2)
+    assert source_scale(CropPlan(Rect(0, 0, 100, 100), (512, 512))) == 1.0
 
 
 def test_crop_parameters():

@@ -1,12 +1,26 @@
 import io
+import tracemalloc
+from functools import cache
 
+import cv2
 import numpy as np
 import pytest
 from PIL import Image, ImageOps
 
-from gateway.decode import apply_orientation, decode_image, read_header
+from gateway.decode import apply_orientation, decode_image, jpeg_reduction, read_header, upright_size
 from gateway.errors import ImageTooLarge, UnsupportedImage
-from tests.support import encoded, png_declaring
+from tests.support import astronaut, decode, encoded, png_declaring
+
+# How a camera stores an upright picture under each EXIF orientation (the inverse of the view).
+STORED_AS = {
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_90,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_270,
+}
 
 
 @pytest.mark.parametrize("orientation", range(1, 9))
@@ -24,7 +38,7 @@ def test_orientation_matches_pillow(orientation):
 @pytest.mark.parametrize("fmt", ["JPEG", "PNG", "WEBP", "BMP", "GIF", "TIFF"])
 def test_formats_decode_to_bgr(fmt):
     image = Image.new("RGB", (40, 30), (200, 100, 50))
-    decoded = decode_image(encoded(image, fmt), max_pixels=10_000)
+    decoded = decode(encoded(image, fmt), 10_000)
     assert decoded.format == fmt
     assert decoded.pixels.shape == (30, 40, 3)
     np.testing.assert_allclose(decoded.pixels[15, 20], (50, 100, 200), atol=8)
@@ -34,7 +48,7 @@ def test_exif_rotation_is_applied():
     image = Image.new("RGB", (40, 30))
     exif = image.getexif()
     exif[0x0112] = 6
-    assert decode_image(encoded(image, "JPEG", exif=exif), 10_000).pixels.shape == (40, 30, 3)
+    assert decode(encoded(image, "JPEG", exif=exif), 10_000).pixels.shape == (40, 30, 3)
 
 
 def test_bomb_is_refused_from_its_header():
@@ -50,4 +64,49 @@ def test_bomb_is_refused_from_its_header():
 )
 def test_non_images_and_broken_files_are_unsupported(data):
     with pytest.raises(UnsupportedImage):
-        decode_image(data, max_pixels=10_000)
+        decode(data, 10_000)
+
+
+@cache
+def phone_photo() -> Image.Image:
+    """A 4032x3024 picture with detail (the astronaut, enlarged), upright."""
+    return astronaut().resize((4032, 3024), Image.Resampling.BICUBIC)
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_reduced_decode_is_upright_and_matches_the_full_one(orientation):
+    upright = phone_photo()
+    stored = upright.transpose(STORED_AS[orientation]) if orientation in STORED_AS else upright
+    exif = stored.getexif()
+    exif[0x0112] = orientation
+    data = encoded(stored, "JPEG", exif=exif, quality=92)
+    header = read_header(data, 50_000_000)
+    assert upright_size(header) == (4032, 3024)
+    reduced = decode_image(data, header, min_scale=0.25)
+    assert reduced.pixels.shape == (756, 1008, 3) and reduced.size == (4032, 3024)
+    np.testing.assert_allclose(reduced.scale, [0.25, 0.25])
+    expected = cv2.resize(np.asarray(upright)[:, :, ::-1], (1008, 756), interpolation=cv2.INTER_AREA)
+    assert np.abs(reduced.pixels.astype(int) - expected).mean() < 3
+
+
+def test_the_reduction_keeps_the_pixels_the_work_needs():
+    jpeg = read_header(encoded(Image.new("RGB", (4032, 3024)), "JPEG"), 50_000_000)
+    assert [jpeg_reduction(jpeg, s) for s in (1024 / 4032, 2048 / 4032, 0.125, 0.1, 0.6, 1.0)] == [2, 1, 8, 8, 1, 1]
+    png = read_header(encoded(Image.new("RGB", (4032, 3024)), "PNG"), 50_000_000)
+    assert jpeg_reduction(png, 0.125) == 1
+
+
+def test_a_50_megapixel_jpeg_is_never_held_at_full_size():
+    gradient = np.linspace(0, 255, 8660, dtype=np.uint8)[None, :, None].repeat(5773, axis=0).repeat(3, axis=2)
+    data = encoded(Image.fromarray(gradient), "JPEG", quality=80)
+    del gradient
+    header = read_header(data, 50_000_000)
+    tracemalloc.start()
+    try:
+        image = decode_image(data, header, min_scale=1024 / 8660)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    full_size = 8660 * 5773 * 3
+    assert image.pixels.shape == (722, 1083, 3)
+    assert peak < full_size / 20, f"peak {peak / 2**20:.1f} MiB while decoding"

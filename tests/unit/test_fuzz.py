@@ -3,10 +3,9 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.decode import decode_image
 from gateway.errors import ApiError, InvalidParameter
 from gateway.params import CROP_PARAMETERS, DETECT_PARAMETERS, parse_crop_options, parse_detect_options
-from tests.support import MAGIC, clean_images
+from tests.support import MAGIC, clean_images, decode
 
 
 @settings(max_examples=400, deadline=None)
@@ -16,7 +15,7 @@ from tests.support import MAGIC, clean_images
 )
 def test_decoder_raises_only_api_errors(prefix, body):
     try:
-        image = decode_image(prefix + body, max_pixels=4_000_000)
+        image = decode(prefix + body, 4_000_000)
     except ApiError as error:
         assert error.status in (400, 413, 415)
     else:
