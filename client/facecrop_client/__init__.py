@@ -1,6 +1,17 @@
-"""Python client for the facecrop service: `Client(base_url).detect(image)` / `.crop(image, ...)`."""
+"""Python client for the facecrop service: `Client(base_url)` with `.detect(image)`,
+`.crop(image, ...)` and `.anonymize(image, ...)`."""
 
 from facecrop_client.client import Client, FacecropError
-from facecrop_client.models import CropResult, Detection, Face, Landmarks, Point, Rectangle
+from facecrop_client.models import AnonymizeResult, CropResult, Detection, Face, Landmarks, Point, Rectangle
 
-__all__ = ["Client", "CropResult", "Detection", "Face", "FacecropError", "Landmarks", "Point", "Rectangle"]
+__all__ = [
+    "AnonymizeResult",
+    "Client",
+    "CropResult",
+    "Detection",
+    "Face",
+    "FacecropError",
+    "Landmarks",
+    "Point",
+    "Rectangle",
+]

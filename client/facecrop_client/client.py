@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 
 import urllib3
 
-from facecrop_client.models import CropResult, Detection, Rectangle
+from facecrop_client.models import AnonymizeResult, CropResult, Detection, Rectangle
 
 ImageInput = Union[str, Path, bytes, bytearray, BinaryIO]
 RETRYABLE_STATUSES = frozenset({429, 503})
@@ -70,6 +70,16 @@ class Client:
             content=response.data,
             content_type=response.headers.get("Content-Type", ""),
             region=Rectangle(x, y, width, height),
+            face_count=int(response.headers["X-Face-Count"]),
+            request_id=response.headers.get("X-Request-ID", ""),
+        )
+
+    def anonymize(self, image: ImageInput, **params) -> AnonymizeResult:
+        """`image` with every face hidden; params as for POST /v1/anonymize (method, strength, margin, ...)."""
+        response = self._post("/v1/anonymize", read_image(image), params)
+        return AnonymizeResult(
+            content=response.data,
+            content_type=response.headers.get("Content-Type", ""),
             face_count=int(response.headers["X-Face-Count"]),
             request_id=response.headers.get("X-Request-ID", ""),
         )

@@ -61,6 +61,14 @@ class Detection:
 
 
 @dataclass(frozen=True)
+class AnonymizeResult:
+    content: bytes  # the picture with every face hidden, without metadata (the JSON body for format=json)
+    content_type: str
+    face_count: int  # faces hidden
+    request_id: str
+
+
+@dataclass(frozen=True)
 class CropResult:
     content: bytes  # the encoded picture (empty for format=json)
     content_type: str

@@ -9,18 +9,7 @@ from PIL import Image, ImageOps
 
 from gateway.decode import apply_orientation, decode_image, jpeg_reduction, read_header, upright_size
 from gateway.errors import ImageTooLarge, UnsupportedImage
-from tests.support import astronaut, decode, encoded, png_declaring
-
-# How a camera stores an upright picture under each EXIF orientation (the inverse of the view).
-STORED_AS = {
-    2: Image.Transpose.FLIP_LEFT_RIGHT,
-    3: Image.Transpose.ROTATE_180,
-    4: Image.Transpose.FLIP_TOP_BOTTOM,
-    5: Image.Transpose.TRANSPOSE,
-    6: Image.Transpose.ROTATE_90,
-    7: Image.Transpose.TRANSVERSE,
-    8: Image.Transpose.ROTATE_270,
-}
+from tests.support import STORED_AS, astronaut, decode, encoded, png_declaring
 
 
 @pytest.mark.parametrize("orientation", range(1, 9))
