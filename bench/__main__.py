@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import io
 import os
 import platform
 import sys
 import tempfile
 from contextlib import nullcontext
+from functools import partial
 from pathlib import Path
 
 import cv2
@@ -30,7 +30,7 @@ from bench.harness import Measurement, closed_loop
 from bench.onnx_model import OnnxModel
 from bench.workload import PHOTO_SETS, load_photos, must_succeed, photo_paths, service_call
 from facecrop_client import Client
-from facecrop_client.batch import DetectSink, Progress, run_batch
+from facecrop_client.batch import DetectSink, progress_bar, run_batch
 from gateway.config import Settings
 from gateway.decode import decode_image
 from gateway.params import DetectOptions
@@ -56,7 +56,7 @@ def batch_throughput(url: str, sources: list[Path], count: int, concurrency: int
             {},
             concurrency,
             Path(scratch) / "failures.jsonl",
-            lambda n: Progress(n, io.StringIO()),
+            partial(progress_bar, quiet=True),
         )
     if summary.failed:
         raise RuntimeError(f"batch: {summary.failed} images failed")
