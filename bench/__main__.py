@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import io
 import os
 import platform
 import sys
 import tempfile
 from contextlib import nullcontext
+from functools import partial
 from pathlib import Path
 
 import cv2
@@ -36,7 +36,7 @@ from bench.phone import floor_cpu_ms, gateway_cpu, phone_photos
 from bench.phone import table as phone_table
 from bench.workload import PHOTO_SETS, load_photos, must_succeed, photo_paths, service_call
 from facecrop_client import Client
-from facecrop_client.batch import DetectSink, Progress, run_batch
+from facecrop_client.batch import DetectSink, progress_bar, run_batch
 from gateway.config import Settings
 from gateway.decode import decode_image, read_header
 from gateway.params import DetectOptions
@@ -62,7 +62,7 @@ def batch_throughput(url: str, sources: list[Path], count: int, concurrency: int
             {},
             concurrency,
             Path(scratch) / "failures.jsonl",
-            lambda n: Progress(n, io.StringIO()),
+            partial(progress_bar, quiet=True),
         )
     if summary.failed:
         raise RuntimeError(f"batch: {summary.failed} images failed")

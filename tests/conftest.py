@@ -4,14 +4,17 @@ tests/support.py."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
+from playwright.sync_api import Browser, sync_playwright
 
 from gateway.app import create_app
 from gateway.config import Settings
 from local_triton.processes import running_stack
-from tests.support import NoFacesModel
+from tests.support import CHROMIUM, CHROMIUM_ARGS, NoFacesModel
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -27,6 +30,15 @@ def stack():
     """One real Triton + gateway pair for the whole session, on free ports."""
     with running_stack("test", intra_op_threads=2) as running:
         yield running
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Headless Chromium (Debian's), driven by Playwright; one per test module."""
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
 
 
 @pytest.fixture

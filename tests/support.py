@@ -1,5 +1,5 @@
 """What several test modules share: the shared photos, image builders, an in-process model
-stand-in, and small helpers for talking to the running stack. No tests here."""
+stand-in, small helpers for talking to the running stack, and the pages in Chromium. No tests here."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import requests
 from PIL import Image
+from playwright.sync_api import Browser, Page
 
 from gateway.config import Settings
 from gateway.decode import DecodedImage, decode_image, read_header
@@ -22,6 +23,7 @@ from local_triton.processes import SHARED_FACES
 
 ASTRONAUT = "demo/skimage_astronaut.jpg"
 CROWD = "demo/widertest_20_Family_Group_Family_Group_20_435.jpg"
+STADIUM = "demo/biubug6_Pytorch_Retinaface_test.jpg"  # 27 faces, small and close together
 # The astronaut's face, in pixels of the 512 x 512 photo (checked by eye on the picture).
 ASTRONAUT_FACE = (178, 56, 93, 123)
 MAGIC = [b"\xff\xd8\xff\xe0", b"\x89PNG\r\n\x1a\n", b"RIFF\x00\x00\x00\x00WEBPVP8 ", b"GIF89a", b"BM", b""]
@@ -125,3 +127,47 @@ def model_statistics(stack) -> dict:
     """Triton's statistics of the gateway's model."""
     stats = requests.get(f"{stack.triton_http}/v2/models/{Settings().model_name}/stats", timeout=10).json()
     return stats["model_stats"][0]
+
+
+CHROMIUM = "/usr/bin/chromium"  # Debian's package; `make test` installs it
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"  # screenshots, never committed
+
+
+def watched_page(browser: Browser, width: int) -> tuple[Page, list[str]]:
+    """A new page `width` CSS pixels wide, and the errors it reports: console errors (Chromium logs
+    every Content-Security-Policy violation as one, and every failed load) and uncaught exceptions."""
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    errors: list[str] = []
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    return page, errors
+
+
+def assert_strict_policy(policy: str) -> None:
+    """Same-origin scripts, styles and connections only: no inline code, no eval, no CDN."""
+    directives = dict(part.strip().split(" ", 1) for part in policy.split(";"))
+    for name in ("default-src", "script-src", "style-src", "connect-src"):
+        assert directives[name] == "'self'", policy
+    assert "unsafe" not in policy and "http" not in policy, policy
+
+
+def screenshot(page: Page, name: str, down_to: str | None = None) -> None:
+    """The whole page, or its top down to the element `down_to` (a selector), into ARTIFACTS."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    clip = None
+    if down_to:
+        box = page.locator(down_to).first.bounding_box()
+        assert box is not None, f"{down_to} is not shown"
+        bottom = page.evaluate("window.scrollY") + box["y"] + box["height"] + 16
+        clip = {"x": 0, "y": 0, "width": page.viewport_size["width"], "height": bottom}
+    page.screenshot(path=str(ARTIFACTS / name), full_page=True, clip=clip)

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, TextIO
 
+from tqdm import tqdm
+
 from facecrop_client.client import Client, FacecropError
 
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff"})
@@ -119,30 +121,36 @@ class Summary:
         )
 
 
-class Progress:
-    """A one-line progress bar on stderr with rate and ETA, redrawn at most 5 times a second."""
+LOG_INTERVAL_S = 10.0
+LOG_FORMAT = "{n_fmt}/{total_fmt} images ({percentage:.0f}%) in {elapsed}, {rate_fmt}, ETA {remaining}{postfix}"
 
-    def __init__(self, total: int, stream: TextIO = sys.stderr):
-        self.total, self.stream, self.count, self.failed = total, stream, 0, 0
-        self.started = self.drawn = time.monotonic()
 
-    def advance(self, failed: bool) -> None:
-        self.count += 1
-        self.failed += failed
-        now = time.monotonic()
-        if now - self.drawn >= 0.2 or self.count == self.total:
-            self.drawn = now
-            rate = self.count / max(now - self.started, 1e-9)
-            eta = (self.total - self.count) / rate if rate else 0
-            filled = int(30 * self.count / max(self.total, 1))
-            self.stream.write(
-                f"\r[{'#' * filled}{'.' * (30 - filled)}] {self.count}/{self.total} "
-                f"{rate:.1f} img/s ETA {int(eta // 60)}m{int(eta % 60):02d}s failed {self.failed}  "
-            )
-            self.stream.flush()
+class LogLines(tqdm):
+    """tqdm for logs and pipes: each refresh is one plain line (no carriage return)."""
 
-    def close(self) -> None:
-        self.stream.write("\n")
+    def display(self, msg: str | None = None, pos: int | None = None) -> None:
+        if msg is None:  # tqdm passes "" only to erase a bar, and a log has none to erase
+            self.fp.write(f"{self}\n")
+            self.fp.flush()
+
+
+def progress_bar(total: int, stream: TextIO | None = None, quiet: bool = False) -> tqdm:
+    """Progress on `stream` (stderr): a live bar on a terminal, else a line every LOG_INTERVAL_S; none if quiet."""
+    stream = stream or sys.stderr
+    if quiet:
+        return tqdm(total=total, disable=True)
+    if stream.isatty():
+        return tqdm(total=total, file=stream, unit="img", dynamic_ncols=True, postfix={"failed": 0})
+    return LogLines(
+        total=total,
+        file=stream,
+        unit="img",
+        bar_format=LOG_FORMAT,
+        mininterval=LOG_INTERVAL_S,
+        maxinterval=LOG_INTERVAL_S,
+        leave=False,  # the summary line follows
+        postfix={"failed": 0},
+    )
 
 
 def run_batch(
@@ -152,14 +160,16 @@ def run_batch(
     params: dict,
     concurrency: int,
     failures_path: Path,
-    progress_factory: Callable[[int], Progress] = Progress,
+    progress: Callable[[int], tqdm] = progress_bar,
 ) -> Summary:
-    """Process every image under `root` not yet in the output; failures go to `failures_path`."""
+    """Process every image under `root` not yet in the output; failures go to `failures_path`.
+
+    `progress(count)` makes the progress display for the `count` images to do."""
     images = find_images(root)
     sink.load()
     todo = [relative for relative in images if not sink.is_done(relative)]
     summary = Summary(total=len(images), skipped=len(images) - len(todo))
-    progress = progress_factory(len(todo))
+    bar = progress(len(todo))
     started = time.monotonic()
     sink.open()
     with open(failures_path, "w", encoding="utf-8") as failures:
@@ -175,12 +185,12 @@ def run_batch(
                     try:
                         sink.write(relative, future.result())
                         summary.succeeded += 1
-                        progress.advance(failed=False)
                     except (FacecropError, OSError) as error:
                         summary.failed += 1
                         failures.write(json.dumps({"path": relative, **_reason(error)}) + "\n")
                         failures.flush()
-                        progress.advance(failed=True)
+                        bar.set_postfix(failed=summary.failed, refresh=False)
+                    bar.update()
                 _fill(pool, running, queue, client, root, sink, params, 2 * concurrency)
         except KeyboardInterrupt:
             summary.interrupted = True
@@ -189,7 +199,7 @@ def run_batch(
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
             sink.close()
-            progress.close()
+            bar.close()
             summary.seconds = time.monotonic() - started
     return summary
 
@@ -203,7 +213,14 @@ def _fill(pool, running: dict, queue: Iterator[str], client, root: Path, sink, p
         running[pool.submit(sink.call, client, root / relative, params)] = relative
 
 
-def _reason(error: Exception) -> dict:
+def _reason(error: FacecropError | OSError) -> dict:
     if isinstance(error, FacecropError):
         return {"status": error.status, "code": error.code, "message": error.message}
-    return {"status": 0, "code": "read_error", "message": str(error)}
+    return {"status": 0, "code": "read_error", "message": file_problem(error)}
+
+
+def file_problem(error: OSError) -> str:
+    """One line naming the file: "photos/a.jpg: No such file or directory"."""
+    if error.filename is not None and error.strerror:
+        return f"{error.filename}: {error.strerror}"
+    return str(error)

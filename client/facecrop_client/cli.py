@@ -1,7 +1,8 @@
 """`facecrop`: detect, crop and batch-process photos with a facecrop service.
 
 The service address comes from --url, else FACECROP_URL, else http://127.0.0.1:8080;
-an API key from --api-key, else FACECROP_API_KEY.
+an API key from --api-key, else FACECROP_API_KEY. --url, --api-key and --timeout may
+come before or after the command.
 """
 
 from __future__ import annotations
@@ -10,12 +11,32 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
-from facecrop_client.batch import CropSink, DetectSink, run_batch
+from facecrop_client.batch import CropSink, DetectSink, file_problem, progress_bar, run_batch
 from facecrop_client.client import Client, FacecropError
 
+DEFAULT_URL = "http://127.0.0.1:8080"
+DEFAULT_TIMEOUT_S = 60.0
+DETECT_OPTIONS = ("min_confidence", "max_faces", "min_face_size", "landmarks", "detail")
 CROP_OPTIONS = ("width", "height", "zoom", "gravity", "faces", "fit", "quality")
+
+
+class CommandError(Exception):
+    """A failure told in one line on stderr (no traceback), with exit status 1."""
+
+
+def connection_options() -> argparse.ArgumentParser:
+    """--url, --api-key and --timeout, for the top level and every command (absent unless given)."""
+    options = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
+    group = options.add_argument_group("service")
+    group.add_argument("--url", help=f"the service's address (default: $FACECROP_URL, else {DEFAULT_URL})")
+    group.add_argument("--api-key", help="sent as Authorization: Bearer KEY (default: $FACECROP_API_KEY)")
+    group.add_argument("--timeout", type=float, help=f"seconds per request (default {DEFAULT_TIMEOUT_S:g})")
+    return options
 
 
 def add_detect_options(parser: argparse.ArgumentParser) -> None:
@@ -40,69 +61,116 @@ def add_crop_options(parser: argparse.ArgumentParser) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
+    service = connection_options()
     root = argparse.ArgumentParser(
-        prog="facecrop", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="facecrop",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[service],
     )
-    root.add_argument("--url", default=os.environ.get("FACECROP_URL", "http://127.0.0.1:8080"))
-    root.add_argument("--api-key", default=os.environ.get("FACECROP_API_KEY"))
-    root.add_argument("--timeout", type=float, default=60.0)
     commands = root.add_subparsers(dest="command", required=True)
-    detect = commands.add_parser("detect", help="print one JSON line per photo")
+    detect = commands.add_parser("detect", help="print one JSON line per photo", parents=[service])
     detect.add_argument("photos", nargs="+", type=Path)
     add_detect_options(detect)
-    crop = commands.add_parser("crop", help="write face-centred crops into --out")
+    crop = commands.add_parser("crop", help="write face-centred crops into --out", parents=[service])
     crop.add_argument("photos", nargs="+", type=Path)
     crop.add_argument("--out", type=Path, required=True)
     add_detect_options(crop)
     add_crop_options(crop)
-    batch = commands.add_parser("batch", help="a whole tree, resumable; failures go to OUTPUT.failures.jsonl")
+    batch = commands.add_parser(
+        "batch", help="a whole tree, resumable; failures go to OUTPUT.failures.jsonl", parents=[service]
+    )
     batch.add_argument("input_dir", type=Path)
     batch.add_argument("output", type=Path, help="detect: a JSON Lines file; crop: a directory")
     batch.add_argument("--mode", choices=("detect", "crop"), required=True)
     batch.add_argument("--concurrency", type=int, default=8)
+    batch.add_argument("-q", "--quiet", action="store_true", help="no progress display (the summary still prints)")
     add_detect_options(batch)
     add_crop_options(batch)
     return root
+
+
+def client_of(args: argparse.Namespace) -> Client:
+    """The client for --url / --api-key / --timeout wherever they were given, else their fallbacks."""
+    given = vars(args)
+    return Client(
+        given.get("url") or os.environ.get("FACECROP_URL") or DEFAULT_URL,
+        timeout=given.get("timeout", DEFAULT_TIMEOUT_S),
+        api_key=given.get("api_key") or os.environ.get("FACECROP_API_KEY"),
+    )
 
 
 def service_params(args: argparse.Namespace, names: tuple[str, ...]) -> dict:
     return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
 
 
-DETECT_OPTIONS = ("min_confidence", "max_faces", "min_face_size", "landmarks", "detail")
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    client = Client(args.url, timeout=args.timeout, api_key=args.api_key)
-    detect_params = service_params(args, DETECT_OPTIONS)
+@contextmanager
+def about(photo: Path) -> Iterator[None]:
+    """The service's refusal of `photo` as one line naming it (or naming the address it could not reach)."""
     try:
-        if args.command == "detect":
-            for photo in args.photos:
-                print(json.dumps({"path": str(photo), **client.detect(photo, **detect_params).raw}), flush=True)
-            return 0
-        crop_params = {**detect_params, **service_params(args, CROP_OPTIONS)}
-        if args.command == "crop":
-            crops = CropSink(args.out, args.format)
-            crops.open()
-            for photo in args.photos:
-                crops.write(photo.name, crops.call(client, photo, crop_params))
-                print(crops.target(photo.name), flush=True)
-            return 0
+        yield
     except FacecropError as error:
-        print(f"facecrop: {error}", file=sys.stderr)
-        return 1
+        if error.code == "connection_error":
+            raise CommandError(f"{error.message} (is the service running? set --url or FACECROP_URL)") from error
+        raise CommandError(f"{photo}: {error}") from error
+
+
+def detect(client: Client, args: argparse.Namespace) -> int:
+    params = service_params(args, DETECT_OPTIONS)
+    for photo in args.photos:
+        with about(photo):
+            result = client.detect(photo, **params).raw
+        print(json.dumps({"path": str(photo), **result}), flush=True)
+    return 0
+
+
+def crop(client: Client, args: argparse.Namespace) -> int:
+    params = service_params(args, DETECT_OPTIONS + CROP_OPTIONS)
+    crops = CropSink(args.out, args.format)
+    crops.open()
+    for photo in args.photos:
+        with about(photo):
+            content = crops.call(client, photo, params)
+        crops.write(photo.name, content)
+        print(crops.target(photo.name), flush=True)
+    return 0
+
+
+def batch(client: Client, args: argparse.Namespace) -> int:
+    if not args.input_dir.is_dir():
+        raise CommandError(f"{args.input_dir}: not a folder")
     sink: DetectSink | CropSink
     if args.mode == "detect":
-        sink, params = DetectSink(args.output), detect_params
+        sink, params = DetectSink(args.output), service_params(args, DETECT_OPTIONS)
     else:
-        sink, params = CropSink(args.output, args.format), crop_params
+        sink, params = CropSink(args.output, args.format), service_params(args, DETECT_OPTIONS + CROP_OPTIONS)
     failures = args.output.with_name(args.output.name + ".failures.jsonl")
-    summary = run_batch(client, args.input_dir, sink, params, args.concurrency, failures)
+    progress = partial(progress_bar, quiet=args.quiet)
+    summary = run_batch(client, args.input_dir, sink, params, args.concurrency, failures, progress)
     print(summary.line(), file=sys.stderr)
     if summary.failed:
         print(f"failures and their reasons: {failures}", file=sys.stderr)
     return 130 if summary.interrupted else (1 if summary.failed else 0)
+
+
+COMMANDS = {"detect": detect, "crop": crop, "batch": batch}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](client_of(args), args)
+    except OSError as error:  # a photo that cannot be read, an output that cannot be written
+        return fail(file_problem(error))
+    except CommandError as error:
+        return fail(str(error))
+    except KeyboardInterrupt:  # Ctrl-C during detect or crop (batch handles its own)
+        return 130
+
+
+def fail(message: str) -> int:
+    print(f"facecrop: {message}", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

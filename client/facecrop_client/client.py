@@ -19,10 +19,12 @@ RETRYABLE_STATUSES = frozenset({429, 503})
 
 
 class FacecropError(Exception):
-    """The service refused a request (4xx) or kept failing (5xx, connection errors) after retries."""
+    """The service refused a request (4xx) or kept failing (5xx, connection errors) after retries.
+
+    `status` is the HTTP status, 0 when the service never answered (code `connection_error`)."""
 
     def __init__(self, status: int, code: str, message: str, request_id: str = ""):
-        super().__init__(f"{status} {code}: {message}")
+        super().__init__(f"{status} {code}: {message}" if status else f"{code}: {message}")
         self.status, self.code, self.message, self.request_id = status, code, message, request_id
 
 
@@ -93,7 +95,8 @@ class Client:
                 response = self.pool.request("POST", url, body=body, headers=self.headers, timeout=self.timeout)
             except urllib3.exceptions.HTTPError as error:  # connection refused, reset, timed out
                 if last:
-                    raise FacecropError(0, "connection_error", str(error)) from error
+                    message = f"cannot reach {self.base_url}: {_connection_problem(error)}"
+                    raise FacecropError(0, "connection_error", message) from error
                 self._sleep(attempt, None)
                 continue
             if response.status < 400:
@@ -109,6 +112,14 @@ class Client:
         if retry_after and retry_after.isdigit():
             delay = max(delay, float(retry_after))
         time.sleep(delay)
+
+
+def _connection_problem(error: urllib3.exceptions.HTTPError) -> str:
+    """The cause in a few words: "Connection refused", "Read timed out. (read timeout=60.0)", ..."""
+    cause = error.__context__
+    if isinstance(cause, OSError) and cause.strerror:
+        return cause.strerror
+    return str(error).split(": ", 1)[-1]  # without urllib3's "HTTPConnectionPool(host=..., port=...)" prefix
 
 
 def _text(value: object) -> str:

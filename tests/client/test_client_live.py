@@ -67,7 +67,8 @@ def test_cli_detect_and_crop(stack, tmp_path):
 
 
 def photo_tree(root: Path, count: int) -> list[str]:
-    """`count` real photos in nested folders, plus one file that is not an image."""
+    """`count` real photos in nested folders (their paths are returned), plus two that fail: a
+    file that is not an image, and a link to a file that is gone (it cannot be read)."""
     sources = sorted(SHARED_FACES.glob("wider_val_416sq/images/*.jpg"))
     names = []
     for index in range(count):
@@ -75,8 +76,10 @@ def photo_tree(root: Path, count: int) -> list[str]:
         (root / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(sources[index % len(sources)], root / relative)
         names.append(relative)
+    (root / "set0").mkdir(exist_ok=True)
     (root / "set0" / "broken.jpg").write_bytes(b"this is no jpeg")
-    return [*names, "set0/broken.jpg"]
+    (root / "set0" / "gone.jpg").symlink_to(root / "deleted.jpg")
+    return names
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -87,12 +90,14 @@ def test_batch_detect_records_failures_and_resumes_without_duplicates(stack, tmp
     names = photo_tree(tmp_path / "in", 24)
     output = tmp_path / "out" / "faces.jsonl"
     first = run_cli(stack, "batch", str(tmp_path / "in"), str(output), "--mode", "detect", "--concurrency", "4")
-    assert first.returncode == 1  # the broken file failed, the batch went on
-    assert "1 failed" in first.stderr and "24 processed" in first.stderr
-    done = read_jsonl(output)
-    assert sorted(d["path"] for d in done) == sorted(n for n in names if "broken" not in n)
-    [failure] = read_jsonl(output.with_name("faces.jsonl.failures.jsonl"))
-    assert failure["path"] == "set0/broken.jpg" and failure["code"] == "unsupported_image"
+    assert first.returncode == 1  # the two bad files failed, the batch went on
+    assert "2 failed" in first.stderr and "24 processed" in first.stderr
+    assert "\r" not in first.stderr and first.stderr.startswith("0/26 images (0%)")  # not a terminal: lines
+    assert sorted(d["path"] for d in read_jsonl(output)) == sorted(names)
+    failures = {f["path"]: f for f in read_jsonl(output.with_name("faces.jsonl.failures.jsonl"))}
+    assert failures["set0/broken.jpg"]["code"] == "unsupported_image"
+    assert failures["set0/gone.jpg"]["code"] == "read_error"
+    assert failures["set0/gone.jpg"]["message"].endswith("gone.jpg: No such file or directory")
 
     # a crash: the last line half-written, the three before it lost
     text = output.read_text().splitlines(keepends=True)
@@ -100,7 +105,19 @@ def test_batch_detect_records_failures_and_resumes_without_duplicates(stack, tmp
     second = run_cli(stack, "batch", str(tmp_path / "in"), str(output), "--mode", "detect")
     assert "20 already done" in second.stderr and "4 processed" in second.stderr
     paths = [d["path"] for d in read_jsonl(output)]
-    assert sorted(paths) == sorted(n for n in names if "broken" not in n)  # nothing lost, nothing twice
+    assert sorted(paths) == sorted(names)  # nothing lost, nothing twice
+
+
+def test_batch_takes_the_address_after_the_command_and_quiet_shows_only_the_summary(stack, tmp_path):
+    photo_tree(tmp_path / "in", 3)
+    output = tmp_path / "faces.jsonl"
+    command = [*FACECROP, "batch", str(tmp_path / "in"), str(output), "--mode", "detect", "--url", stack.gateway, "-q"]
+    env = {**os.environ, "FACECROP_URL": "http://127.0.0.1:9"}  # --url must win over it
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 1  # the two bad files
+    summary, failures = result.stderr.splitlines()
+    assert summary.startswith("done: 5 images, 0 already done, 3 processed, 2 failed")
+    assert failures == f"failures and their reasons: {output}.failures.jsonl"
 
 
 def test_batch_crop_mirrors_the_tree_and_skips_what_is_done(stack, tmp_path):
@@ -109,7 +126,7 @@ def test_batch_crop_mirrors_the_tree_and_skips_what_is_done(stack, tmp_path):
     arguments = ["batch", str(tmp_path / "in"), str(out), "--mode", "crop", "--width", "96", "--height", "96"]
     run = run_cli(stack, *arguments, "--format", "webp")
     assert run.returncode == 1
-    for name in names[:-1]:
+    for name in names:
         assert Image.open((out / name).with_suffix(".webp")).size == (96, 96)
     again = run_cli(stack, *arguments, "--format", "webp")
     assert "6 already done" in again.stderr and "0 processed" in again.stderr
@@ -132,7 +149,7 @@ def test_batch_stops_cleanly_on_ctrl_c_and_a_rerun_finishes(stack, tmp_path):
     assert 5 <= len(partial) < 60
     rerun = run_cli(stack, "batch", str(tmp_path / "in"), str(output), "--mode", "detect")
     assert f"{len(partial)} already done" in rerun.stderr
-    assert sorted(d["path"] for d in read_jsonl(output)) == sorted(n for n in names if "broken" not in n)
+    assert sorted(d["path"] for d in read_jsonl(output)) == sorted(names)
 
 
 def test_detail_high_from_the_client_and_the_command_line(stack):

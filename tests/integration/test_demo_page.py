@@ -1,48 +1,62 @@
-"""The demo page in headless Chromium: upload a real photo, see its faces boxed."""
+"""The demo page in headless Chromium: upload a real crowd photo, see its faces boxed, their
+confidence where it fits, and the crop framed on the photo; at a desktop and at a phone's width."""
 
-from pathlib import Path
+import pytest
 
-import requests
-from playwright.sync_api import sync_playwright
-
-from tests.support import CROWD, photo
-
-CHROMIUM = "/usr/bin/chromium"  # Debian's package; `make test` installs it
-ARTIFACTS = Path(__file__).resolve().parent.parent.parent / "test-artifacts"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from tests.support import STADIUM, assert_strict_policy, detect, photo, screenshot, watched_page
 
 
-def test_demo_page_boxes_the_faces_and_crops(stack):
-    expected = len(
-        requests.post(f"{stack.gateway}/v1/detect", files={"image": photo(CROWD).read_bytes()}, timeout=30).json()[
-            "faces"
-        ]
-    )
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            errors = []
-            page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-            response = page.goto(stack.gateway + "/")
-            assert "default-src 'self'" in response.headers["content-security-policy"]
-            page.set_input_files("#file", str(photo(CROWD)))
-            page.wait_for_selector("#face-count:not([data-count=''])", timeout=30_000)
-            assert int(page.get_attribute("#face-count", "data-count")) == expected
-            page.wait_for_selector("#crop-result[data-rect]:not([data-rect=''])", timeout=30_000)
-            assert page.eval_on_selector("#crop-result", "image => image.naturalWidth") == 256
-            assert "curl -F image=@" in page.inner_text("#curl") and "/v1/crop?width=256" in page.inner_text("#curl")
-            page.screenshot(path=str(ARTIFACTS / "demo-page.png"), full_page=True)
-            assert not errors, errors
-        finally:
-            browser.close()
+def faces_of(stack, detail: str = "standard") -> list[dict]:
+    """What the page asks for: every face above 50%."""
+    params = {"min_confidence": 50, "max_faces": 1000, "detail": detail}
+    return detect(stack, photo(STADIUM).read_bytes(), params).json()["faces"]
+
+
+def load_photo(page, stack) -> None:
+    page.set_input_files("#file", str(photo(STADIUM)))
+    page.wait_for_selector("#face-count:not([data-count=''])", timeout=60_000)
+    page.wait_for_selector("#crop-result[data-rect]:not([data-rect=''])", timeout=60_000)
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_demo_page_labels_what_fits_and_frames_the_crop(stack, browser, width):
+    expected = len(faces_of(stack))
+    page, errors = watched_page(browser, width)
+    response = page.goto(stack.gateway + "/")
+    assert_strict_policy(response.headers["content-security-policy"])
+    if width == 1280:
+        screenshot(page, "demo-page-empty.png", down_to=".panels")  # the README's docs/demo-page.png
+    load_photo(page, stack)
+    assert int(page.get_attribute("#face-count", "data-count")) == expected == 27
+    labels = int(page.get_attribute("#canvas", "data-labels"))
+    assert 5 <= labels < expected  # only those that fit; the rest on hover
+    assert page.eval_on_selector("#crop-result", "image => image.naturalWidth") == 256
+    assert page.get_attribute("#canvas", "data-crop") == page.get_attribute("#crop-result", "data-rect")  # drawn
+    assert "/v1/crop?width=256" in page.inner_text("#curl")
+    assert page.evaluate("document.documentElement.scrollWidth") <= width  # no sideways scrolling
+    screenshot(page, f"demo-page-{width}.png")
+    assert not errors, errors
+
+
+def test_demo_page_hover_largest_face_and_small_faces(stack, browser):
+    faces = faces_of(stack)
+    page, errors = watched_page(browser, 1280)
+    page.goto(stack.gateway + "/")
+    load_photo(page, stack)
+
+    # pointing at the least sure face (whose label rarely fits) tells its confidence
+    face = faces[-1]["face_rectangle"]
+    scale = page.eval_on_selector("#canvas", "canvas => canvas.clientWidth / canvas.width")
+    centre = {"x": (face["x"] + face["width"] / 2) * scale, "y": (face["y"] + face["height"] / 2) * scale}
+    page.hover("#canvas", position=centre)
+    assert f"{faces[-1]['confidence']:.2f}% confidence" in page.inner_text("#face-info")
+
+    all_faces = page.get_attribute("#crop-result", "data-rect")
+    page.select_option("#faces", "largest")
+    page.wait_for_selector(f"#crop-result:not([data-rect='{all_faces}'])", timeout=30_000)
+    assert "faces=largest" in page.inner_text("#curl")
+
+    page.check("#detail")  # detail=high: detects again, with the tiled pass, then crops again
+    page.wait_for_function("() => document.getElementById('curl').textContent.includes('detail=high')", timeout=60_000)
+    assert int(page.get_attribute("#face-count", "data-count")) == len(faces_of(stack, "high"))
+    assert not errors, errors

@@ -1,0 +1,78 @@
+"""The `facecrop` command line without a service: where its options may go, and how failures read."""
+
+import subprocess
+import sys
+
+import pytest
+
+from facecrop_client.cli import client_of, parser
+
+URL = "http://facecrop.example:8080"
+FACECROP = [sys.executable, "-m", "facecrop_client.cli"]
+DOWN = "http://127.0.0.1:9"  # nothing listens on the discard port
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--url", URL, "--api-key", "k", "--timeout", "5", "detect", "a.jpg"],
+        ["detect", "a.jpg", "--url", URL, "--api-key", "k", "--timeout", "5"],
+        ["--timeout", "5", "crop", "--url", URL, "a.jpg", "--out", "crops", "--api-key", "k"],
+        [
+            "--url",
+            "http://earlier",
+            "batch",
+            "in",
+            "out.jsonl",
+            "--mode",
+            "detect",
+            "--url",
+            URL,
+            "--api-key=k",
+            "--timeout=5",
+        ],
+    ],
+)
+def test_service_options_go_before_or_after_the_command(argv, monkeypatch):
+    monkeypatch.setenv("FACECROP_URL", "http://from-the-environment")
+    client = client_of(parser().parse_args(argv))
+    assert (client.base_url, client.timeout, client.headers["Authorization"]) == (URL, 5.0, "Bearer k")
+
+
+def test_service_options_fall_back_to_the_environment_then_the_defaults(monkeypatch):
+    monkeypatch.setenv("FACECROP_URL", URL)
+    monkeypatch.setenv("FACECROP_API_KEY", "e")
+    client = client_of(parser().parse_args(["batch", "in", "out.jsonl", "--mode", "detect"]))
+    assert (client.base_url, client.timeout, client.headers["Authorization"]) == (URL, 60.0, "Bearer e")
+    monkeypatch.delenv("FACECROP_URL")
+    monkeypatch.delenv("FACECROP_API_KEY")
+    client = client_of(parser().parse_args(["detect", "a.jpg"]))
+    assert client.base_url == "http://127.0.0.1:8080" and "Authorization" not in client.headers
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*FACECROP, *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("command", ["detect", "crop"])
+def test_a_missing_photo_is_one_line_naming_it(tmp_path, command):
+    missing = tmp_path / "missing.jpg"
+    output = ["--out", str(tmp_path)] if command == "crop" else []
+    result = run_cli(command, str(missing), *output, "--url", DOWN)
+    assert result.returncode == 1
+    assert result.stderr == f"facecrop: {missing}: No such file or directory\n"
+
+
+def test_a_missing_folder_is_one_line_naming_it(tmp_path):
+    result = run_cli("batch", str(tmp_path / "nowhere"), str(tmp_path / "out.jsonl"), "--mode", "detect")
+    assert result.returncode == 1
+    assert result.stderr == f"facecrop: {tmp_path / 'nowhere'}: not a folder\n"
+
+
+def test_a_service_that_is_down_is_one_line_naming_its_address(tmp_path):
+    photo = tmp_path / "a.jpg"
+    photo.write_bytes(b"any bytes")
+    result = run_cli("detect", str(photo), "--url", DOWN)  # after the client's retries (seconds)
+    assert result.returncode == 1 and result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"facecrop: cannot reach {DOWN}: Connection refused"), line
