@@ -77,7 +77,7 @@ _CROP = {p.name: p for p in CROP}
 # /v1/anonymize favours recall (a face missed is a face shown): a lower threshold and the tiled
 # pass by default, chosen by measurement (README, "Anonymize"); every face found is hidden.
 ANONYMIZE = (
-    replace(_DETECT["min_confidence"], default=30.0, description="Lowest confidence of a face hidden, in percent."),
+    replace(_DETECT["min_confidence"], default=10.0, description="Lowest confidence of a face hidden, in percent."),
     replace(_DETECT["min_face_size"], description="Shortest side of a face hidden, in original pixels."),
     replace(_DETECT["detail"], default="high"),
     Parameter("method", "choice", "blur", "How faces are hidden.", choices=("blur", "pixelate", "fill")),
@@ -89,7 +89,7 @@ ANONYMIZE = (
         0.05,
         1,
     ),
-    Parameter("margin", "number", 1.3, "Each region is the face box grown this many times about its centre.", 1, 3),
+    Parameter("margin", "number", 1.6, "Each region is the face box grown this many times about its centre.", 1, 3),
     Parameter("shape", "choice", "ellipse", "The shape of each hidden region.", choices=("ellipse", "rect")),
     _CROP["format"],
     _CROP["quality"],
@@ -130,7 +130,7 @@ class AnonymizeOptions:
 
     method: str = "blur"
     strength: float = 0.5
-    margin: float = 1.3
+    margin: float = 1.6
     shape: str = "ellipse"
     format: str | None = None  # as for CropOptions
     quality: int = 85

@@ -67,12 +67,14 @@ class DetectSink:
         self.file.close()
 
 
-class CropSink:
-    """The crops, mirroring the input tree; each appears whole (written aside, then renamed)."""
+class PictureSink:
+    """The pictures an endpoint returns (crops, anonymized photos), mirroring the input tree;
+    each appears whole (written aside, then renamed)."""
 
-    def __init__(self, output: Path, fmt: str | None):
+    def __init__(self, output: Path, fmt: str | None, endpoint: str = "crop"):
         self.output = output
         self.format = fmt
+        self.endpoint = endpoint  # the Client method: crop or anonymize
 
     def format_of(self, relative: str) -> str:
         return self.format or SUFFIX_FORMATS.get(Path(relative).suffix.lower(), "jpeg")
@@ -90,7 +92,7 @@ class CropSink:
         self.output.mkdir(parents=True, exist_ok=True)
 
     def call(self, client: Client, path: Path, params: dict) -> bytes:
-        return client.crop(path, **params, format=self.format_of(path.name)).content
+        return getattr(client, self.endpoint)(path, **params, format=self.format_of(path.name)).content
 
     def write(self, relative: str, content: bytes) -> None:
         target = self.target(relative)

@@ -1,4 +1,4 @@
-"""`facecrop`: detect, crop and batch-process photos with a facecrop service.
+"""`facecrop`: detect, crop, anonymize and batch-process photos with a facecrop service.
 
 The service address comes from --url, else FACECROP_URL, else http://127.0.0.1:8080;
 an API key from --api-key, else FACECROP_API_KEY. --url, --api-key and --timeout may
@@ -16,13 +16,15 @@ from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
-from facecrop_client.batch import CropSink, DetectSink, file_problem, progress_bar, run_batch
+from facecrop_client.batch import DetectSink, PictureSink, file_problem, progress_bar, run_batch
 from facecrop_client.client import Client, FacecropError
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 DEFAULT_TIMEOUT_S = 60.0
-DETECT_OPTIONS = ("min_confidence", "max_faces", "min_face_size", "landmarks", "detail")
+FINDING_OPTIONS = ("min_confidence", "min_face_size", "detail")
+DETECT_OPTIONS = (*FINDING_OPTIONS, "max_faces", "landmarks")
 CROP_OPTIONS = ("width", "height", "zoom", "gravity", "faces", "fit", "quality")
+ANONYMIZE_OPTIONS = (*FINDING_OPTIONS, "method", "strength", "margin", "shape", "quality")
 
 
 class CommandError(Exception):
@@ -39,14 +41,25 @@ def connection_options() -> argparse.ArgumentParser:
     return options
 
 
-def add_detect_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--min-confidence", type=float, help="percent, 0-100 (service default 50)")
-    parser.add_argument("--max-faces", type=int, help="1-1000 (service default 100)")
+def add_finding_options(parser: argparse.ArgumentParser) -> None:
+    """Which faces are found (every endpoint)."""
+    parser.add_argument("--min-confidence", type=float, help="percent, 0-100 (service default 50; anonymize 10)")
     parser.add_argument("--min-face-size", type=float, help="shortest face side in pixels")
-    parser.add_argument("--no-landmarks", dest="landmarks", action="store_false", default=None)
     parser.add_argument(
         "--detail", choices=("standard", "high"), help="high: also a tiled pass for small faces (slower)"
     )
+
+
+def add_listing_options(parser: argparse.ArgumentParser) -> None:
+    """How found faces are listed (detect, crop)."""
+    parser.add_argument("--max-faces", type=int, help="1-1000 (service default 100)")
+    parser.add_argument("--no-landmarks", dest="landmarks", action="store_false", default=None)
+
+
+def add_picture_options(parser: argparse.ArgumentParser) -> None:
+    """How a returned picture is encoded (crop, anonymize)."""
+    parser.add_argument("--format", choices=("jpeg", "png", "webp"), help="default: the input's (jpeg for others)")
+    parser.add_argument("--quality", type=int)
 
 
 def add_crop_options(parser: argparse.ArgumentParser) -> None:
@@ -56,8 +69,13 @@ def add_crop_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gravity", help="face, center or XxY")
     parser.add_argument("--faces", choices=("all", "largest"))
     parser.add_argument("--fit", choices=("cover", "crop"))
-    parser.add_argument("--format", choices=("jpeg", "png", "webp"), help="default: the input's (jpeg for others)")
-    parser.add_argument("--quality", type=int)
+
+
+def add_anonymize_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--method", choices=("blur", "pixelate", "fill"), help="service default blur")
+    parser.add_argument("--strength", type=float, help="0.05-1, relative to each face (service default 0.5)")
+    parser.add_argument("--margin", type=float, help="1-3: each face box grown this many times (service default 1.6)")
+    parser.add_argument("--shape", choices=("ellipse", "rect"))
 
 
 def parser() -> argparse.ArgumentParser:
@@ -70,23 +88,30 @@ def parser() -> argparse.ArgumentParser:
     )
     commands = root.add_subparsers(dest="command", required=True)
     detect = commands.add_parser("detect", help="print one JSON line per photo", parents=[service])
-    detect.add_argument("photos", nargs="+", type=Path)
-    add_detect_options(detect)
     crop = commands.add_parser("crop", help="write face-centred crops into --out", parents=[service])
-    crop.add_argument("photos", nargs="+", type=Path)
-    crop.add_argument("--out", type=Path, required=True)
-    add_detect_options(crop)
-    add_crop_options(crop)
+    anonymize = commands.add_parser(
+        "anonymize", help="write the photos, every face hidden, into --out", parents=[service]
+    )
     batch = commands.add_parser(
         "batch", help="a whole tree, resumable; failures go to OUTPUT.failures.jsonl", parents=[service]
     )
+    for command in (detect, crop, anonymize):
+        command.add_argument("photos", nargs="+", type=Path)
+    for command in (crop, anonymize):
+        command.add_argument("--out", type=Path, required=True)
     batch.add_argument("input_dir", type=Path)
-    batch.add_argument("output", type=Path, help="detect: a JSON Lines file; crop: a directory")
-    batch.add_argument("--mode", choices=("detect", "crop"), required=True)
+    batch.add_argument("output", type=Path, help="detect: a JSON Lines file; crop, anonymize: a directory")
+    batch.add_argument("--mode", choices=("detect", "crop", "anonymize"), required=True)
     batch.add_argument("--concurrency", type=int, default=8)
     batch.add_argument("-q", "--quiet", action="store_true", help="no progress display (the summary still prints)")
-    add_detect_options(batch)
-    add_crop_options(batch)
+    for command, adders in {
+        detect: (add_finding_options, add_listing_options),
+        crop: (add_finding_options, add_listing_options, add_picture_options, add_crop_options),
+        anonymize: (add_finding_options, add_picture_options, add_anonymize_options),
+        batch: (add_finding_options, add_listing_options, add_picture_options, add_crop_options, add_anonymize_options),
+    }.items():
+        for add in adders:
+            add(command)
     return root
 
 
@@ -124,26 +149,24 @@ def detect(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-def crop(client: Client, args: argparse.Namespace) -> int:
-    params = service_params(args, DETECT_OPTIONS + CROP_OPTIONS)
-    crops = CropSink(args.out, args.format)
-    crops.open()
+def pictures(client: Client, args: argparse.Namespace) -> int:
+    """`crop` or `anonymize`: one picture per photo into --out, its path printed."""
+    sink = PictureSink(args.out, args.format, args.command)
+    params = service_params(args, OPTIONS[args.command])
+    sink.open()
     for photo in args.photos:
         with about(photo):
-            content = crops.call(client, photo, params)
-        crops.write(photo.name, content)
-        print(crops.target(photo.name), flush=True)
+            content = sink.call(client, photo, params)
+        sink.write(photo.name, content)
+        print(sink.target(photo.name), flush=True)
     return 0
 
 
 def batch(client: Client, args: argparse.Namespace) -> int:
     if not args.input_dir.is_dir():
         raise CommandError(f"{args.input_dir}: not a folder")
-    sink: DetectSink | CropSink
-    if args.mode == "detect":
-        sink, params = DetectSink(args.output), service_params(args, DETECT_OPTIONS)
-    else:
-        sink, params = CropSink(args.output, args.format), service_params(args, DETECT_OPTIONS + CROP_OPTIONS)
+    sink = DetectSink(args.output) if args.mode == "detect" else PictureSink(args.output, args.format, args.mode)
+    params = service_params(args, OPTIONS[args.mode])
     failures = args.output.with_name(args.output.name + ".failures.jsonl")
     progress = partial(progress_bar, quiet=args.quiet)
     summary = run_batch(client, args.input_dir, sink, params, args.concurrency, failures, progress)
@@ -153,7 +176,8 @@ def batch(client: Client, args: argparse.Namespace) -> int:
     return 130 if summary.interrupted else (1 if summary.failed else 0)
 
 
-COMMANDS = {"detect": detect, "crop": crop, "batch": batch}
+OPTIONS = {"detect": DETECT_OPTIONS, "crop": DETECT_OPTIONS + CROP_OPTIONS, "anonymize": ANONYMIZE_OPTIONS}
+COMMANDS = {"detect": detect, "crop": pictures, "anonymize": pictures, "batch": batch}
 
 
 def main(argv: list[str] | None = None) -> int:

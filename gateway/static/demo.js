@@ -168,9 +168,7 @@ async function crop() {
   showCurl(params);
   try {
     const response = await callApi("/v1/crop", params);
-    const previous = $("crop-result").src;
-    $("crop-result").src = URL.createObjectURL(await response.blob());
-    if (previous.startsWith("blob:")) URL.revokeObjectURL(previous);
+    showPicture("crop-result", await response.blob());
     const rect = response.headers.get("X-Crop-Rect") || "";
     const [x, y, width, height] = rect.split(",").map(Number);
     state.crop = rect ? { x, y, width, height } : null;
@@ -179,6 +177,24 @@ async function crop() {
   } catch (error) {
     setStatus(error.message, true);
   }
+}
+
+async function anonymize() {
+  if (!state.file) return;
+  try {
+    const response = await callApi("/v1/anonymize", { method: $("method").value, shape: $("shape").value });
+    showPicture("anonymize-result", await response.blob());
+    $("hidden-count").textContent = `(${response.headers.get("X-Face-Count")} hidden)`;
+    $("hidden-count").dataset.count = response.headers.get("X-Face-Count");
+  } catch (error) {
+    setStatus(error.message, true);
+  }
+}
+
+function showPicture(id, blob) {
+  const previous = $(id).src;
+  $(id).src = URL.createObjectURL(blob);
+  if (previous.startsWith("blob:")) URL.revokeObjectURL(previous);
 }
 
 function scheduleCrop() {
@@ -199,6 +215,7 @@ async function load(file) {
     showFaces(bitmap, result.faces);
     setStatus(`${result.faces.length} face(s) in a ${result.image.width}x${result.image.height} photo.`);
     await crop();
+    await anonymize();
   } catch (error) {
     setStatus(error.message, true);
   }
@@ -215,6 +232,7 @@ zone.addEventListener("drop", (event) => {
 });
 for (const id of ["width", "height", "zoom", "faces"]) $(id).addEventListener("input", scheduleCrop);
 $("detail").addEventListener("change", () => state.file && load(state.file));
+for (const id of ["method", "shape"]) $(id).addEventListener("input", anonymize);
 const canvas = $("canvas");
 canvas.addEventListener("pointermove", (event) => point(faceAt(event)));
 canvas.addEventListener("pointerdown", (event) => point(faceAt(event)));

@@ -161,3 +161,20 @@ def test_detail_high_from_the_client_and_the_command_line(stack):
     detected = run_cli(stack, "detect", str(crowd), "--max-faces", "1000", "--detail", "high")
     assert detected.returncode == 0, detected.stderr
     assert len(json.loads(detected.stdout)["faces"]) == len(high.faces)
+
+
+def test_anonymize_from_the_client_the_command_line_and_batch(stack, tmp_path):
+    crowd = photo(CROWD)
+    result = Client(stack.gateway).anonymize(crowd, method="pixelate", format="png")
+    assert result.content_type == "image/png" and result.face_count >= 10
+    assert Image.open(io.BytesIO(result.content)).size == Image.open(crowd).size
+    single = run_cli(stack, "anonymize", str(crowd), "--out", str(tmp_path / "one"), "--method", "fill")
+    assert single.returncode == 0, single.stderr
+    assert Image.open(tmp_path / "one" / crowd.name).size == Image.open(crowd).size
+    names = photo_tree(tmp_path / "in", 4)
+    run = run_cli(stack, "batch", str(tmp_path / "in"), str(tmp_path / "hidden"), "--mode", "anonymize", "-q")
+    assert run.returncode == 1  # the tree holds two files that cannot be anonymized
+    for name in names:
+        assert Image.open(tmp_path / "hidden" / name).size == Image.open(tmp_path / "in" / name).size
+    again = run_cli(stack, "batch", str(tmp_path / "in"), str(tmp_path / "hidden"), "--mode", "anonymize", "-q")
+    assert f"{len(names)} already done" in again.stderr

@@ -25,8 +25,12 @@ from tests.support import (
     png_declaring,
 )
 
-# Faces hidden at the endpoint's defaults must reach these, and never fall below deface's.
+# At the endpoint's defaults: faces hidden on the crowds at least 0.85, and at least deface's
+# (run in the same test) plus a lead; measured 0.950 / 0.899 / 0.951 / 1.000 against deface's
+# 0.779 / 0.844 / 0.939 / 1.000. deface hides every dlib face (no lead possible there), and
+# on the masked faces ours leads by 0.012 only (README, "Anonymize").
 FLOORS = {"wider_val_native": 0.85, "wider_val_416sq": 0.0, "facemask": 0.0, "dlib_voc_faces": 0.0}
+LEADS = {"wider_val_native": 0.1, "wider_val_416sq": 0.03, "facemask": 0.0, "dlib_voc_faces": 0.0}
 
 
 def anonymize(stack, data: bytes, params: dict | None = None) -> requests.Response:
@@ -57,7 +61,7 @@ def test_faces_hidden_at_the_defaults_against_deface(stack, name):
     ours, deface = rows[:, 0].sum() / rows[:, 2].sum(), rows[:, 1].sum() / rows[:, 2].sum()
     area, deface_area = rows[:, 3].mean(), rows[:, 4].mean()
     print(f"{name}: faces hidden {ours:.3f} (deface {deface:.3f}), area {area:.3f} (deface {deface_area:.3f})")
-    assert ours >= FLOORS[name] and ours >= deface, (ours, deface)
+    assert ours >= FLOORS[name] and ours >= deface + LEADS[name], (ours, deface)
 
 
 def test_only_the_regions_change_and_png_stays_byte_identical_elsewhere(stack):
@@ -110,7 +114,7 @@ def test_tiny_and_huge_pictures(stack):
     strip = anonymize(stack, encoded(Image.new("RGB", (20000, 10)), "PNG"))
     assert strip.status_code == 200 and Image.open(io.BytesIO(strip.content)).size == (20000, 10)
     phone = astronaut().resize((4032, 4032), Image.Resampling.BICUBIC)
-    big = anonymize(stack, encoded(phone, "JPEG", quality=90))
+    big = anonymize(stack, encoded(phone, "JPEG", quality=90), {"min_confidence": "50"})
     assert big.status_code == 200 and big.headers["X-Face-Count"] == "1"
     output = Image.open(io.BytesIO(big.content))
     assert output.size == (4032, 4032)  # full resolution, though detection ran on a reduced decode

@@ -2,6 +2,7 @@
 confidence where it fits, and the crop framed on the photo; at a desktop and at a phone's width."""
 
 import pytest
+import requests
 
 from tests.support import STADIUM, assert_strict_policy, detect, photo, screenshot, watched_page
 
@@ -59,4 +60,20 @@ def test_demo_page_hover_largest_face_and_small_faces(stack, browser):
     page.check("#detail")  # detail=high: detects again, with the tiled pass, then crops again
     page.wait_for_function("() => document.getElementById('curl').textContent.includes('detail=high')", timeout=60_000)
     assert int(page.get_attribute("#face-count", "data-count")) == len(faces_of(stack, "high"))
+    assert not errors, errors
+
+
+def test_demo_page_anonymizes_the_photo(stack, browser):
+    hidden = requests.post(f"{stack.gateway}/v1/anonymize", files={"image": photo(STADIUM).read_bytes()}, timeout=120)
+    page, errors = watched_page(browser, 1280)
+    page.goto(stack.gateway + "/")
+    load_photo(page, stack)
+    page.wait_for_selector("#hidden-count:not([data-count=''])", timeout=60_000)
+    assert page.get_attribute("#hidden-count", "data-count") == hidden.headers["X-Face-Count"]
+    width = page.eval_on_selector("#anonymize-result", "image => image.naturalWidth")
+    assert width == page.eval_on_selector("#canvas", "canvas => canvas.width")  # the whole photo, same size
+    previous = page.get_attribute("#anonymize-result", "src")
+    page.select_option("#method", "pixelate")
+    page.wait_for_selector(f"#anonymize-result:not([src='{previous}'])", timeout=60_000)
+    screenshot(page, "demo-page-anonymize.png")
     assert not errors, errors

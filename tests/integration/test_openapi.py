@@ -42,7 +42,7 @@ def test_every_response_matches_the_document(stack, index):
 
 
 def test_every_operation_is_fuzzed(stack):
-    assert len(operations(stack)) == 4
+    assert len(operations(stack)) == 5
 
 
 def test_document_lists_every_parameter_with_range_and_default(stack):
