@@ -11,6 +11,12 @@ from local_triton.processes import BUILD_DIR, running_stack
 
 FACES = Path(__file__).resolve().parent.parent.parent / "shared" / "faces"
 LOGS = BUILD_DIR / "logs"
+REPORT_LINES = pytest.StashKey[list[str]]()  # lines for the end of the terminal report
+
+
+def pytest_terminal_summary(terminalreporter, config) -> None:
+    for line in config.stash.get(REPORT_LINES, []):
+        terminalreporter.write_line(line)
 
 
 def photo(relative: str) -> Path:
