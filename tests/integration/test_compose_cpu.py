@@ -197,12 +197,16 @@ def test_triton_stopped_gives_503_at_once_then_recovers(cpu_stack):
         assert time.monotonic() - started < 2
         assert response.status_code == 503 and response.json()["error"]["code"] == "backend_unavailable"
     cpu_stack.compose("start", "triton")
+    # Triton loads the models again, then each gateway worker's gRPC channel reconnects by
+    # itself (backoff capped at 1 s): 503 until then, and from then on 200 from every replica.
     deadline = time.monotonic() + 180
-    while requests.get(f"{cpu_stack.url}/readyz", timeout=10).status_code != 200:
-        assert time.monotonic() < deadline, "not ready again within 3 minutes of `docker compose start triton`"
-        time.sleep(1)
-    for _ in range(6):
-        assert post(cpu_stack.url, "/v1/detect", data).status_code == 200
+    answers: list[int] = []
+    while answers[-12:] != [200] * 12:
+        assert time.monotonic() < deadline, f"not serving again within 3 minutes of `docker compose start triton`: {answers[-20:]}"
+        answers.append(post(cpu_stack.url, "/v1/detect", data).status_code)
+        time.sleep(0.2 if answers[-1] != 200 else 0)
+    assert set(answers) <= {200, 503}
+    assert requests.get(f"{cpu_stack.url}/readyz", timeout=10).status_code == 200
 
 
 def test_down_leaves_nothing_behind(cpu_stack):
