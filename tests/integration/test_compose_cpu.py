@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.compose]
 PHOTOS = ("demo/skimage_astronaut.jpg", "demo/widertest_20_Family_Group_Family_Group_20_217.jpg", "demo/yxlijun_S3FD_test.jpg")
 DETECT_PARAMS = {"min_confidence": "20", "max_faces": "1000"}
 PID_FILE = BUILD_DIR / "docker" / "test-dockerd.pid"
-SPREAD_REQUESTS = 60  # at random over 3 replicas, fewer than 5 for one of them: odds below 1e-5
+SPREAD_REQUESTS = 60  # even at random over 3 replicas, fewer than 5 for one of them has odds below 1e-5
 
 
 @dataclass(frozen=True)
@@ -184,7 +184,7 @@ def test_requests_spread_over_three_gateways(cpu_stack, pytestconfig):
     hits = gateway_hits(cpu_stack, "spread-")
     spread = ", ".join(f"{name} {count}" for name, count in sorted(hits.items()))
     pytestconfig.stash.setdefault(REPORT_LINES, []).append(f"{SPREAD_REQUESTS} requests through the proxy, logged by: {spread}")
-    # nginx picks a replica from Docker's DNS answer, rotated per request: about a third each.
+    # nginx takes the replicas from Docker's DNS answer, re-resolved every 10 s: about a third each.
     assert sum(hits.values()) == SPREAD_REQUESTS and len(hits) == 3 and min(hits.values()) >= 5, hits
 
 
