@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 MODEL := model_repository/retinaface_uint8/1/model.onnx
 
-.PHONY: serve stop test lint bench soak model venv clean gpu-check
+.PHONY: serve stop test lint bench soak model venv clean gpu-check up-cpu down-cpu
 
 # The virtual environment, from the exact pins in the lock files (no resolution at install).
 $(VENV)/.installed: requirements-dev.lock gateway/requirements.lock client/pyproject.toml
@@ -55,6 +55,16 @@ soak: $(MODEL)
 # On a GPU host: brings up the production compose stack and checks it step by step (deploy/gpu_check.py).
 gpu-check: $(VENV)/.installed
 	$(PY) deploy/gpu_check.py
+
+# The stack in containers without a GPU (docker-compose.cpu.yml), on port FACECROP_PORT (8080):
+# installs and starts Docker if needed (Debian, as root), base-image stand-ins where none can be
+# pulled, builds the images, waits until healthy (local_triton/compose.py; no virtual environment).
+up-cpu:
+	$(PYTHON) -m local_triton.compose up
+
+# Removes that stack and its volumes, and stops the dockerd `make up-cpu` started, if it did.
+down-cpu:
+	$(PYTHON) -m local_triton.compose down
 
 clean:
 	rm -rf $(VENV) build $(MODEL)

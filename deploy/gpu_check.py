@@ -31,9 +31,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PHOTOS = ROOT.parent / "shared" / "faces" / "demo"
-GATEWAY = "http://127.0.0.1:8080"
-TRITON_HTTP = "http://127.0.0.1:8000"
-TRITON_GRPC = "127.0.0.1:8001"
+GATEWAY = f"http://127.0.0.1:{os.environ.get('FACECROP_PORT', '8080')}"  # the ports docker-compose.yml publishes
+TRITON_HTTP = f"http://127.0.0.1:{os.environ.get('TRITON_HTTP_PORT', '8000')}"
+TRITON_GRPC = f"127.0.0.1:{os.environ.get('TRITON_GRPC_PORT', '8001')}"
 MODELS = ("retinaface_uint8", "retinaface")
 # Triton 24.10 is built on CUDA 12.6: R560+, or a data-centre forward-compatibility branch.
 MIN_DRIVER = 560

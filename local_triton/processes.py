@@ -1,7 +1,8 @@
 """Start, wait for and stop the local `tritonserver` and the gunicorn gateway as subprocesses.
 
 Used by `make serve` (local_triton/serve.py) and by the integration tests, which start
-their own pair on free ports.
+their own pair on free ports; the CPU Triton image (local_triton/container.py) runs
+`server_command` too.
 """
 
 from __future__ import annotations
@@ -24,22 +25,25 @@ from pathlib import Path
 
 import yaml
 
+from local_triton import BUILD_DIR, PROJECT_ROOT
 from local_triton.render import render_repository
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PRODUCTION_REPOSITORY = PROJECT_ROOT / "model_repository"
-BUILD_DIR = PROJECT_ROOT / "build"
 LOG_DIR = BUILD_DIR / "logs"
 SHARED_FACES = PROJECT_ROOT.parent / "shared" / "faces"  # the shared photos, beside the checkout
 COMPOSE_FILE = PROJECT_ROOT / "docker-compose.yml"
-LOCAL_ONLY_FLAGS = ("--model-repository=",)  # set by start_triton for the local rendering
+LOCAL_ONLY_FLAGS = ("--model-repository=",)  # set by server_command to the rendering
 
 
 def production_flags() -> list[str]:
     """Triton's flags in docker-compose.yml (a `${VAR:-default}` as its default), less those
     the local run sets itself: the local server runs with the production's flags."""
     command = yaml.safe_load(COMPOSE_FILE.read_text())["services"]["triton"]["command"]
-    flags = [re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", word) for word in command[1:]]
+    return served_flags([re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", word) for word in command[1:]])
+
+
+def served_flags(flags: list[str]) -> list[str]:
+    """Production flags less those that name the production repository (the rendering replaces it)."""
     return [flag for flag in flags if not flag.startswith(LOCAL_ONLY_FLAGS)]
 
 
@@ -90,27 +94,39 @@ def triton_environment(server_dir: Path) -> dict[str, str]:
     return env
 
 
-def start_triton(
-    ports: TritonPorts, work_dir: Path, intra_op_threads: int = 0, log_path: Path | None = None, instances: int = 1
-) -> subprocess.Popen:
-    """Render the local repository under `work_dir` and start `tritonserver` on `ports`."""
+def server_command(
+    source: Path, work_dir: Path, intra_op_threads: int = 0, instances: int = 1
+) -> tuple[list[str], dict[str, str]]:
+    """Render the repository `source` under `work_dir` for the wheel's `tritonserver`: the
+    command (repository, backends and Python-backend settings; no ports, no production
+    flags) and its environment. `make serve`, the tests and the CPU Triton image share it."""
     server_dir = pytriton_server_dir()
     repository = work_dir / "model_repository"
-    render_repository(PRODUCTION_REPOSITORY, repository, intra_op_threads, instances)
+    render_repository(source, repository, intra_op_threads, instances)
     prepare_python_backend(server_dir, work_dir / "backends")
     command = [
         str(server_dir / "bin" / "tritonserver"),
         f"--model-repository={repository}",
         f"--backend-directory={work_dir / 'backends'}",
-        f"--http-port={ports.http}",
-        f"--grpc-port={ports.grpc}",
-        f"--metrics-port={ports.metrics}",
         "--backend-config=python,shm-default-byte-size=67108864",
         "--backend-config=python,shm-growth-byte-size=67108864",
         "--log-verbose=0",
+    ]
+    return command, triton_environment(server_dir)
+
+
+def start_triton(
+    ports: TritonPorts, work_dir: Path, intra_op_threads: int = 0, log_path: Path | None = None, instances: int = 1
+) -> subprocess.Popen:
+    """Render the local repository under `work_dir` and start `tritonserver` on `ports`."""
+    command, env = server_command(PRODUCTION_REPOSITORY, work_dir, intra_op_threads, instances)
+    command += [
+        f"--http-port={ports.http}",
+        f"--grpc-port={ports.grpc}",
+        f"--metrics-port={ports.metrics}",
         *production_flags(),
     ]
-    return _spawn(command, triton_environment(server_dir), log_path)
+    return _spawn(command, env, log_path)
 
 
 def start_gateway(

@@ -14,7 +14,12 @@ from playwright.sync_api import Browser, sync_playwright
 from gateway.app import create_app
 from gateway.config import Settings
 from local_triton.processes import running_stack
-from tests.support import CHROMIUM, CHROMIUM_ARGS, NoFacesModel
+from tests.support import CHROMIUM, CHROMIUM_ARGS, REPORT_LINES, NoFacesModel
+
+
+def pytest_terminal_summary(terminalreporter, config) -> None:
+    for line in config.stash.get(REPORT_LINES, []):
+        terminalreporter.write_line(line)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -26,6 +26,7 @@ CROWD = "demo/widertest_20_Family_Group_Family_Group_20_435.jpg"
 STADIUM = "demo/biubug6_Pytorch_Retinaface_test.jpg"  # 27 faces, small and close together
 # The astronaut's face, in pixels of the 512 x 512 photo (checked by eye on the picture).
 ASTRONAUT_FACE = (178, 56, 93, 123)
+REPORT_LINES = pytest.StashKey[list[str]]()  # lines for the end of the terminal report
 MAGIC = [b"\xff\xd8\xff\xe0", b"\x89PNG\r\n\x1a\n", b"RIFF\x00\x00\x00\x00WEBPVP8 ", b"GIF89a", b"BM", b""]
 # How a camera stores an upright picture under each EXIF orientation (the inverse of the view).
 STORED_AS = {

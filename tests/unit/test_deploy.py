@@ -1,9 +1,11 @@
-"""Static checks of the GPU-host deployment: compose, Dockerfiles, Kubernetes, pinned versions."""
+"""Static checks of the deployment: compose (GPU file and CPU variant), Dockerfiles, Kubernetes, pinned versions."""
 
+import json
 import os
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,12 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent.parent
 BIN = Path(sys.executable).parent
 COMPOSE = ROOT / "docker-compose.yml"
-DOCKERFILES = [ROOT / "gateway" / "Dockerfile", ROOT / "deploy" / "model-init" / "Dockerfile"]
+COMPOSE_CPU = ROOT / "docker-compose.cpu.yml"
+DOCKERFILES = [
+    ROOT / "gateway" / "Dockerfile",
+    ROOT / "deploy" / "model-init" / "Dockerfile",
+    ROOT / "deploy" / "triton-cpu" / "Dockerfile",
+]
 KUBERNETES = ROOT / "deploy" / "kubernetes"
 
 
@@ -22,6 +29,43 @@ def run(*command: str) -> subprocess.CompletedProcess:
 
 def compose() -> dict:
     return yaml.safe_load(COMPOSE.read_text())
+
+
+@dataclass(frozen=True)
+class Reset:
+    """Compose's `!reset VALUE`: the attribute of the files before is replaced by VALUE (null: removed)."""
+
+    value: object
+
+
+def construct_reset(loader: yaml.SafeLoader, node: yaml.Node) -> Reset:
+    if isinstance(node, yaml.MappingNode):
+        return Reset(loader.construct_mapping(node, deep=True))
+    if isinstance(node, yaml.SequenceNode):
+        return Reset(loader.construct_sequence(node, deep=True))
+    tag = loader.resolve(yaml.ScalarNode, node.value, (True, False))
+    return Reset(loader.construct_object(yaml.ScalarNode(tag, node.value)))
+
+
+class ComposeLoader(yaml.SafeLoader):
+    pass
+
+
+ComposeLoader.add_constructor("!reset", construct_reset)
+
+
+def compose_cpu() -> dict:
+    return yaml.load(COMPOSE_CPU.read_text(), ComposeLoader)
+
+
+def published(ports: list[str]) -> dict[str, tuple[int, int]]:
+    """`"${VARIABLE:-8080}:8080"` entries as {VARIABLE: (default host port, container port)}."""
+    found = {}
+    for port in ports:
+        match = re.fullmatch(r"\$\{(\w+):-(\d+)\}:(\d+)", port)
+        assert match, f"{port}: the host port should be a variable with a default"
+        found[match[1]] = (int(match[2]), int(match[3]))
+    return found
 
 
 def manifests() -> list[dict]:
@@ -43,7 +87,12 @@ def test_triton_service():
     (device,) = triton["deploy"]["resources"]["reservations"]["devices"]
     assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"]
     assert "models:/models:ro" in triton["volumes"]
-    assert {"8000:8000", "8001:8001", "8002:8002"} <= set(triton["ports"])
+    # The variables `make serve` reads too (local_triton/serve.py), the standard ports by default.
+    assert published(triton["ports"]) == {
+        "TRITON_HTTP_PORT": (8000, 8000),
+        "TRITON_GRPC_PORT": (8001, 8001),
+        "TRITON_METRICS_PORT": (8002, 8002),
+    }
     assert "/v2/health/ready" in " ".join(triton["healthcheck"]["test"])
     assert triton["restart"] == "unless-stopped" and triton["shm_size"]
     assert triton["depends_on"]["model-init"]["condition"] == "service_completed_successfully"
@@ -57,7 +106,7 @@ def test_gateway_service_scales_behind_the_proxy():
     assert gateway["depends_on"]["triton"]["condition"] == "service_healthy"
     assert "/readyz" in " ".join(gateway["healthcheck"]["test"])
     assert "ports" not in gateway, "a published port would clash under --scale gateway=N"
-    assert services["proxy"]["ports"] == ["8080:8080"]
+    assert published(services["proxy"]["ports"]) == {"FACECROP_PORT": (8080, 8080)}
     assert "http://gateway:8080" in (ROOT / "deploy" / "proxy" / "nginx.conf").read_text()
 
 
@@ -66,6 +115,86 @@ def test_model_init_writes_the_models_volume():
     assert init["build"]["dockerfile"] == "deploy/model-init/Dockerfile"
     assert init["volumes"] == ["models:/models"] and init["restart"] == "no"
     assert set(compose()["volumes"]) == {"models", "trt-cache"}
+
+
+def without_resets(value: object) -> object:
+    """The CPU file's content as the merged result has it: `!reset VALUE` as VALUE, `!reset null` left out."""
+    if isinstance(value, Reset):
+        return without_resets(value.value)
+    if isinstance(value, dict):
+        return {key: without_resets(item) for key, item in value.items() if item != Reset(None)}
+    if isinstance(value, list):
+        return [without_resets(item) for item in value]
+    return value
+
+
+def test_cpu_variant_matches_the_compose_specification(tmp_path):
+    path = tmp_path / "docker-compose.cpu.json"
+    path.write_text(json.dumps(without_resets(compose_cpu())))
+    result = run(str(BIN / "check-jsonschema"), "--builtin-schema", "vendor.compose-spec", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_cpu_variant_replaces_only_triton_s_image_and_gpu_settings():
+    cpu = compose_cpu()
+    assert set(cpu) == {"services"} and set(cpu["services"]) == {"triton"}
+    triton = cpu["services"]["triton"]
+    # The command (production flags), volumes, health check, restart policy stay production's.
+    assert set(triton) == {"image", "build", "deploy", "ports", "ulimits"}
+    assert (
+        triton["deploy"] == Reset({}) and triton["ports"] == Reset([]) and triton["ulimits"] == {"memlock": Reset(None)}
+    )
+    assert triton["build"]["context"] == "."
+    dockerfile = (ROOT / triton["build"]["dockerfile"]).read_text()
+    assert dockerfile_path(triton) in DOCKERFILES
+    assert 'ENTRYPOINT ["python", "-m", "local_triton.container"]' in dockerfile  # takes that command as arguments
+    assert (
+        compose()["services"]["triton"]["healthcheck"]["test"][1] == "curl"
+        and "install -y --no-install-recommends curl" in dockerfile
+    )
+    assert re.search(r"^USER \d+", dockerfile, re.M)
+
+
+def dockerfile_path(service: dict) -> Path:
+    return ROOT / service["build"]["context"] / service["build"]["dockerfile"]
+
+
+def test_cpu_triton_runs_the_compose_command_on_the_rendered_repository(tmp_path, monkeypatch):
+    from local_triton import container
+    from local_triton.processes import PRODUCTION_REPOSITORY
+
+    executed = {}
+    monkeypatch.setattr(container, "WORK_DIR", tmp_path)
+    monkeypatch.setattr(container.os, "execve", lambda path, args, env: executed.update(path=path, args=args, env=env))
+    command = [re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", word) for word in compose()["services"]["triton"]["command"]]
+    assert command[1] == "--model-repository=/models"
+    container.main([command[0], f"--model-repository={PRODUCTION_REPOSITORY}", *command[2:]])
+    args = executed["args"]
+    assert args[0] == executed["path"] and args[0].endswith("/bin/tritonserver")
+    assert [a for a in args if a.startswith("--model-repository=")] == [
+        f"--model-repository={tmp_path / 'model_repository'}"
+    ]
+    assert args[-len(command[2:]) :] == command[2:]
+    assert 'backend: "python"' in (tmp_path / "model_repository" / "retinaface_uint8" / "config.pbtxt").read_text()
+    assert executed["env"]["PYTHONPATH"] and executed["env"]["LD_LIBRARY_PATH"]
+    with pytest.raises(SystemExit):
+        container.main(["tritonserver", "--strict-readiness=true"])
+
+
+def test_every_base_image_has_a_stand_in():
+    """Where no registry answers, local_triton.compose builds a stand-in for each base image."""
+    from local_triton.compose import STAND_INS, dockerfile_bases
+
+    cpu = compose_cpu()["services"]
+    services = {name: {**service, **cpu.get(name, {})} for name, service in compose()["services"].items()}
+    bases = {
+        image
+        for service in services.values()
+        if "build" in service
+        for image in dockerfile_bases(dockerfile_path(service))
+    }
+    bases |= {service["image"] for service in services.values() if "build" not in service}
+    assert bases == set(STAND_INS)
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: str(p.relative_to(ROOT)))
@@ -83,7 +212,8 @@ def test_gateway_image_is_non_root_with_a_healthcheck_and_the_shared_lock_file()
 
 
 def image_references() -> list[str]:
-    images = [service["image"] for service in compose()["services"].values() if "image" in service]
+    services = [*compose()["services"].values(), *compose_cpu()["services"].values()]
+    images = [service["image"] for service in services if "image" in service]
     for dockerfile in DOCKERFILES:
         images += re.findall(r"^FROM (\S+)", dockerfile.read_text(), re.M)
     for doc in manifests():
@@ -139,7 +269,7 @@ def pins(path: Path) -> dict[str, str]:
 
 def test_lock_files_agree():
     local = pins(ROOT / "requirements-dev.lock")
-    for lock in (ROOT / "gateway" / "requirements.lock", ROOT / "deploy" / "model-init" / "requirements.lock"):
+    for lock in (dockerfile.parent / "requirements.lock" for dockerfile in DOCKERFILES):
         for name, version in pins(lock).items():
             assert local.get(name) == version, f"{lock.name}: {name}=={version}, local setup has {local.get(name)}"
 
