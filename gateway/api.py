@@ -80,9 +80,9 @@ def anonymize_faces():
     detect_options, options = parse_anonymize_options(read_parameters(request, ANONYMIZE_PARAMETERS))
     data = read_image_bytes(request)
     result, faces = _detect(data, detect_options)
-    hidden = regions(result.detections.boxes, options.margin, result.image.size)
     headers = {"X-Face-Count": str(len(result.detections))}
     if options.format == "json":
+        hidden = regions(result.detections.boxes, options.margin, result.image.size)
         listed = [{"x": x1, "y": y1, "width": x2 - x1, "height": y2 - y1} for x1, y1, x2, y2 in hidden.tolist()]
         return jsonify(image=_image_size(result), regions=listed, faces=faces), 200, headers
     settings = current_app.extensions["facecrop"].settings

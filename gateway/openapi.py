@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.encode import CONTENT_TYPES
 from gateway.errors import documented_errors
 from gateway.params import ANONYMIZE, CROP, DETECT, Parameter
 from gateway.postprocess import LANDMARK_NAMES
@@ -149,9 +150,7 @@ SCHEMAS = {
 def picture_or_json(description: str, schema_name: str, headers: dict) -> dict:
     """A 200 that is an encoded picture, or JSON with format=json."""
     response = json_response(description, schema_name, headers)
-    response["content"].update(
-        {t: {"schema": {"type": "string", "format": "binary"}} for t in ("image/jpeg", "image/png", "image/webp")}
-    )
+    response["content"].update({t: {"schema": {"type": "string", "format": "binary"}} for t in CONTENT_TYPES.values()})
     return response
 
 

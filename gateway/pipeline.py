@@ -48,11 +48,12 @@ def run_detection(
     standard = scale_for(height, width, settings.target_size)
     tiled = tiled_scale(height, width, settings.target_size) if options.detail == "high" else None
     image = decode_image(data, header, max(standard, tiled or 0), timer)
-    reduced = image.pixels.shape[1] / width  # decoded pixels per original pixel
     model_input = to_model_input(image.pixels, settings.target_size, settings.pad_multiple, settings.wire, timer)
     tiles = None
     if tiled:
-        tiles = to_tiles(image.pixels, tiled / reduced, settings.target_size, TILE_MIN_OVERLAP, settings.wire, timer)
+        tiles = to_tiles(
+            image.pixels, tiled / image.scale[0], settings.target_size, TILE_MIN_OVERLAP, settings.wire, timer
+        )
     with timer.stage("infer"):
         [outputs] = model(model_input.tensor)
         tile_outputs = model(tiles.tensor) if tiles else []

@@ -114,8 +114,8 @@ def candidates(outputs: ModelOutputs, input_shape: tuple[int, int], min_score: f
 def tile_candidates(
     found: Detections, origin: tuple[int, int], tile_size: int, scaled_size: tuple[int, int], scale: float
 ) -> Detections:
-    """A tile's candidates (tile pixels) that the tiled pass answers for, in original pixels:
-    those no longer than TILED_MAX_FACE that no inner tile edge cuts."""
+    """A tile's candidates (tile pixels) that the tiled pass answers for, in the pixels of the
+    image the tiles were cut from: those no longer than TILED_MAX_FACE that no inner tile edge cuts."""
     x, y = origin
     height, width = scaled_size
     boxes = found.boxes
@@ -133,7 +133,7 @@ def tile_candidates(
 
 
 def tiled_candidates(outputs: list[ModelOutputs], tiles: TiledInput, min_score: float) -> list[Detections]:
-    """Each tile's candidates that the tiled pass answers for, in original pixels."""
+    """Each tile's candidates that the tiled pass answers for, in the pixels the tiles were cut from."""
     size = (tiles.tile_size, tiles.tile_size)
     return [
         tile_candidates(candidates(output, size, min_score), origin, tiles.tile_size, tiles.scaled_size, tiles.scale)
