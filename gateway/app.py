@@ -52,7 +52,7 @@ def create_app(settings: Settings | None = None, model: Model | None = None) -> 
 
 
 def _api_error(error: ApiError):
-    observe.note(error=error.code)
+    observe.note(error=error.code, **({"cause": error.cause} if error.cause else {}))
     return jsonify(error.to_json()), error.status, error.headers
 
 

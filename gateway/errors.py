@@ -13,9 +13,10 @@ class ApiError(Exception):
     summary = ""  # when it is answered, for the API documentation
     headers: ClassVar[dict[str, str]] = {}
 
-    def __init__(self, message: str):
+    def __init__(self, message: str, cause: str = ""):
         super().__init__(message)
         self.message = message
+        self.cause = cause  # for the log line only, never the answer (e.g. the gRPC status)
 
     def to_json(self) -> dict:
         return {"error": {"code": self.code, "message": self.message}}
@@ -59,8 +60,8 @@ class BackendUnavailable(ApiError):
     status, code = 503, "backend_unavailable"
     summary = "Triton is unavailable or the model is not loaded"
 
-    def __init__(self, message: str = "the inference server is unavailable or the model is not ready"):
-        super().__init__(message)
+    def __init__(self, cause: str = ""):
+        super().__init__("the inference server is unavailable or the model is not ready", cause)
 
 
 class BackendTimeout(ApiError):

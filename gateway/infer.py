@@ -25,6 +25,13 @@ CHANNEL_ARGS = [
 ]
 
 
+# An UNAVAILABLE call is made once more. Triton closes each connection after
+# --grpc-max-connection-age (so new pods get traffic), and a reply on the wire as it closes
+# can be lost to the connection reset, after the server answered; gRPC does not retry a call
+# whose response headers arrived, and inference has no side effects.
+INFER_ATTEMPTS = 2
+
+
 class TritonModel:
     """The pipeline's model (`batch tensor -> [ModelOutputs]`, `is_ready()`) served by Triton.
 
@@ -55,13 +62,21 @@ class TritonModel:
         model_input = grpcclient.InferInput(INPUT_NAME, list(tensor.shape), self.wire.triton_datatype)
         model_input.set_data_from_numpy(tensor)
         outputs = [grpcclient.InferRequestedOutput(name) for name in self.wire.output_names]
-        try:
-            result = self._client().infer(
-                self.model_name, [model_input], outputs=outputs, client_timeout=self.timeout_s
-            )
-        except InferenceServerException as error:
-            raise _api_error(error) from None
+        result = self._infer([model_input], outputs)
         return self.wire.outputs({name: result.as_numpy(name) for name in self.wire.output_names})
+
+    def _infer(
+        self, inputs: list[grpcclient.InferInput], outputs: list[grpcclient.InferRequestedOutput]
+    ) -> grpcclient.InferResult:
+        """One inference, made again (up to INFER_ATTEMPTS in all) while the server is UNAVAILABLE."""
+        attempts_left = INFER_ATTEMPTS
+        while True:
+            attempts_left -= 1
+            try:
+                return self._client().infer(self.model_name, inputs, outputs=outputs, client_timeout=self.timeout_s)
+            except InferenceServerException as error:
+                if attempts_left == 0 or "UNAVAILABLE" not in str(error.status()):
+                    raise _api_error(error) from None
 
     def is_ready(self) -> bool:
         """Whether Triton answers and has the model loaded, within `ready_timeout_s`."""
@@ -73,6 +88,7 @@ class TritonModel:
 
 def _api_error(error: InferenceServerException) -> BackendUnavailable | BackendTimeout:
     """A failed call as the API answers it: 504 past the deadline, else 503."""
+    cause = f"{error.status()}: {error.message()}"
     if "DEADLINE_EXCEEDED" in str(error.status()):
-        return BackendTimeout("the inference server did not answer within the deadline")
-    return BackendUnavailable()
+        return BackendTimeout("the inference server did not answer within the deadline", cause)
+    return BackendUnavailable(cause)

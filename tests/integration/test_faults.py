@@ -1,6 +1,7 @@
 """Backend faults: Triton missing or stopped mid-traffic, a gateway worker killed mid-request."""
 
 import contextlib
+import json
 import os
 import signal
 import threading
@@ -48,6 +49,10 @@ def test_unavailable_backend_gets_a_quick_503_then_recovers(orphan_gateway):
         assert response.json()["error"]["code"] == "backend_unavailable"
     assert requests.get(f"{url}/readyz", timeout=5).status_code == 503
     assert requests.get(f"{url}/healthz", timeout=5).status_code == 200
+    logged = [
+        json.loads(line) for line in (LOG_DIR / "orphan-gateway.log").read_text().splitlines() if '"cause"' in line
+    ]
+    assert logged and all("UNAVAILABLE" in line["cause"] for line in logged)  # why, for the operator
 
     triton = start_triton(
         ports, BUILD_DIR / "test-recovery", intra_op_threads=1, log_path=LOG_DIR / "recovery-triton.log"

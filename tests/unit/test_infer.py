@@ -7,10 +7,11 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import numpy as np
 import pytest
+from tritonclient.grpc import service_pb2
 
 from gateway.config import Settings
 from gateway.errors import BackendTimeout, BackendUnavailable
-from gateway.infer import TritonModel
+from gateway.infer import INFER_ATTEMPTS, TritonModel
 from local_triton.processes import free_port
 
 TENSOR = np.zeros((1, 256, 256, 3), np.uint8)
@@ -29,23 +30,42 @@ def test_a_closed_port_is_unavailable_at_once():
     assert model.is_ready() is False
 
 
+@pytest.fixture
+def serve():
+    servers = []
+
+    def start(handler: grpc.GenericRpcHandler) -> str:
+        server = grpc.server(ThreadPoolExecutor(2), handlers=[handler])
+        port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        servers.append(server)
+        return f"127.0.0.1:{port}"
+
+    yield start
+    for server in servers:
+        server.stop(grace=None)
+
+
 class Stalling(grpc.GenericRpcHandler):
     """A gRPC server whose every call takes longer than the client's deadline."""
 
+    calls = 0
+
     def service(self, handler_call_details):
-        return grpc.unary_unary_rpc_method_handler(lambda request, context: time.sleep(2) or b"")
+        return grpc.unary_unary_rpc_method_handler(self.stall)
+
+    def stall(self, request, context):
+        self.calls += 1
+        time.sleep(2)
+        return b""
 
 
-def test_a_server_that_does_not_answer_in_time_is_a_timeout():
-    server = grpc.server(ThreadPoolExecutor(2), handlers=[Stalling()])
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
-        with pytest.raises(BackendTimeout) as raised:
-            model_at(f"127.0.0.1:{port}")(TENSOR)
-    finally:
-        server.stop(grace=None)
+def test_a_server_that_does_not_answer_in_time_is_a_timeout_not_retried(serve):
+    server = Stalling()
+    with pytest.raises(BackendTimeout) as raised:
+        model_at(serve(server))(TENSOR)
     assert raised.value.status == 504 and raised.value.code == "backend_timeout"
+    assert server.calls == 1
 
 
 def test_a_socket_that_never_speaks_grpc_is_unavailable():
@@ -64,3 +84,61 @@ def test_from_settings():
         "float32",
         3,
     )
+
+
+class AnswerLost(grpc.GenericRpcHandler):
+    """A server that answers inference calls, but whose first `lost` answers never arrive:
+    response headers sent, then UNAVAILABLE, as when Triton's connection aging resets the
+    connection under a reply (gRPC itself does not retry once headers arrived)."""
+
+    def __init__(self, lost: int, status: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE):
+        self.lost, self.status, self.calls = lost, status, 0
+
+    def service(self, handler_call_details):
+        return grpc.unary_unary_rpc_method_handler(
+            self.infer,
+            request_deserializer=service_pb2.ModelInferRequest.FromString,
+            response_serializer=service_pb2.ModelInferResponse.SerializeToString,
+        )
+
+    def infer(self, request, context):
+        self.calls += 1
+        if self.calls <= self.lost:
+            context.send_initial_metadata(())
+            context.abort(self.status, "Stream removed")
+        response = service_pb2.ModelInferResponse(model_name=request.model_name)
+        for name, array in ONE_FACE.items():
+            response.outputs.add(name=name, datatype="FP32", shape=array.shape)
+            response.raw_output_contents.append(array.tobytes())
+        return response
+
+
+ONE_FACE = {
+    "scores": np.array([[0.5]], np.float32),
+    "anchor_index": np.array([[7]], np.float32),
+    "loc": np.zeros((1, 1, 4), np.float32),
+    "landmarks": np.zeros((1, 1, 10), np.float32),
+}
+
+
+def test_an_answer_lost_to_the_connection_closing_is_asked_for_again(serve):
+    server = AnswerLost(lost=1)
+    (outputs,) = model_at(serve(server))(np.zeros((1, 1024, 1024, 3), np.uint8))  # 3 MiB, over gRPC's retry buffer
+    assert server.calls == 2
+    assert outputs.scores.tolist() == [0.5] and outputs.anchor_index.tolist() == [7]
+
+
+def test_unavailable_on_every_attempt_is_a_503_after_infer_attempts(serve):
+    server = AnswerLost(lost=INFER_ATTEMPTS)
+    with pytest.raises(BackendUnavailable) as raised:
+        model_at(serve(server))(TENSOR)
+    assert server.calls == INFER_ATTEMPTS
+    assert "UNAVAILABLE" in raised.value.cause
+
+
+def test_other_failures_are_not_retried(serve):
+    server = AnswerLost(lost=1, status=grpc.StatusCode.INTERNAL)
+    with pytest.raises(BackendUnavailable) as raised:
+        model_at(serve(server))(TENSOR)
+    assert server.calls == 1
+    assert "INTERNAL" in raised.value.cause
