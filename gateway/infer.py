@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 import tritonclient.grpc as grpcclient
@@ -11,6 +13,8 @@ from tritonclient.utils import InferenceServerException
 from gateway.config import Settings
 from gateway.errors import BackendTimeout, BackendUnavailable
 from gateway.wire import INPUT_NAME, ModelOutputs, WireFormat
+
+T = TypeVar("T")
 
 # tritonclient's own defaults (unbounded message sizes), plus a reconnect backoff capped
 # at one second so the gateway serves again soon after Triton comes back, and round-robin
@@ -25,11 +29,11 @@ CHANNEL_ARGS = [
 ]
 
 
-# An UNAVAILABLE call is made once more. Triton closes each connection after
+# A call that failed with UNAVAILABLE is made once more. Triton closes each connection after
 # --grpc-max-connection-age (so new pods get traffic), and a reply on the wire as it closes
 # can be lost to the connection reset, after the server answered; gRPC does not retry a call
-# whose response headers arrived, and inference has no side effects.
-INFER_ATTEMPTS = 2
+# whose response headers arrived. Neither inference nor the readiness check has side effects.
+CALL_ATTEMPTS = 2
 
 
 class TritonModel:
@@ -62,28 +66,37 @@ class TritonModel:
         model_input = grpcclient.InferInput(INPUT_NAME, list(tensor.shape), self.wire.triton_datatype)
         model_input.set_data_from_numpy(tensor)
         outputs = [grpcclient.InferRequestedOutput(name) for name in self.wire.output_names]
-        result = self._infer([model_input], outputs)
+        try:
+            result = self._attempts(
+                lambda client: client.infer(
+                    self.model_name, [model_input], outputs=outputs, client_timeout=self.timeout_s
+                )
+            )
+        except InferenceServerException as error:
+            raise _api_error(error) from None
         return self.wire.outputs({name: result.as_numpy(name) for name in self.wire.output_names})
-
-    def _infer(
-        self, inputs: list[grpcclient.InferInput], outputs: list[grpcclient.InferRequestedOutput]
-    ) -> grpcclient.InferResult:
-        """One inference, made again (up to INFER_ATTEMPTS in all) while the server is UNAVAILABLE."""
-        attempts_left = INFER_ATTEMPTS
-        while True:
-            attempts_left -= 1
-            try:
-                return self._client().infer(self.model_name, inputs, outputs=outputs, client_timeout=self.timeout_s)
-            except InferenceServerException as error:
-                if attempts_left == 0 or "UNAVAILABLE" not in str(error.status()):
-                    raise _api_error(error) from None
 
     def is_ready(self) -> bool:
         """Whether Triton answers and has the model loaded, within `ready_timeout_s`."""
         try:
-            return bool(self._client().is_model_ready(self.model_name, client_timeout=self.ready_timeout_s))
+            return bool(
+                self._attempts(
+                    lambda client: client.is_model_ready(self.model_name, client_timeout=self.ready_timeout_s)
+                )
+            )
         except InferenceServerException:
             return False
+
+    def _attempts(self, call: Callable[[grpcclient.InferenceServerClient], T]) -> T:
+        """`call` on this thread's client, made again (CALL_ATTEMPTS in all) while Triton is UNAVAILABLE."""
+        attempts_left = CALL_ATTEMPTS
+        while True:
+            attempts_left -= 1
+            try:
+                return call(self._client())
+            except InferenceServerException as error:
+                if attempts_left == 0 or "UNAVAILABLE" not in str(error.status()):
+                    raise
 
 
 def _api_error(error: InferenceServerException) -> BackendUnavailable | BackendTimeout:

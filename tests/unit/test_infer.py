@@ -11,7 +11,7 @@ from tritonclient.grpc import service_pb2
 
 from gateway.config import Settings
 from gateway.errors import BackendTimeout, BackendUnavailable
-from gateway.infer import INFER_ATTEMPTS, TritonModel
+from gateway.infer import CALL_ATTEMPTS, TritonModel
 from local_triton.processes import free_port
 
 TENSOR = np.zeros((1, 256, 256, 3), np.uint8)
@@ -128,11 +128,11 @@ def test_an_answer_lost_to_the_connection_closing_is_asked_for_again(serve):
     assert outputs.scores.tolist() == [0.5] and outputs.anchor_index.tolist() == [7]
 
 
-def test_unavailable_on_every_attempt_is_a_503_after_infer_attempts(serve):
-    server = AnswerLost(lost=INFER_ATTEMPTS)
+def test_unavailable_on_every_attempt_is_a_503_after_call_attempts(serve):
+    server = AnswerLost(lost=CALL_ATTEMPTS)
     with pytest.raises(BackendUnavailable) as raised:
         model_at(serve(server))(TENSOR)
-    assert server.calls == INFER_ATTEMPTS
+    assert server.calls == CALL_ATTEMPTS
     assert "UNAVAILABLE" in raised.value.cause
 
 
