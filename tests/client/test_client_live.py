@@ -1,5 +1,6 @@
 """The client and the `facecrop` command line against the real service."""
 
+import functools
 import io
 import json
 import os
@@ -137,7 +138,10 @@ def test_batch_stops_cleanly_on_ctrl_c_and_a_rerun_finishes(stack, tmp_path):
     output = tmp_path / "faces.jsonl"
     env = {**os.environ, "FACECROP_URL": stack.gateway}
     command = [*FACECROP, "batch", str(tmp_path / "in"), str(output), "--mode", "detect", "--concurrency", "2"]
-    process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    # Ctrl-C reaches the command even where this test runs with SIGINT ignored (a background
+    # job of a shell ignores it, and its children inherit that)
+    restore_ctrl_c = functools.partial(signal.signal, signal.SIGINT, signal.SIG_DFL)
+    process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, preexec_fn=restore_ctrl_c)
     deadline = time.monotonic() + 60
     while (not output.exists() or len(output.read_text().splitlines()) < 5) and time.monotonic() < deadline:
         time.sleep(0.05)
