@@ -52,7 +52,9 @@ def create_app(settings: Settings | None = None, model: Model | None = None) -> 
 
 
 def _api_error(error: ApiError):
-    observe.note(error=error.code, **({"cause": error.cause} if error.cause else {}))
+    observe.note(error=error.code)
+    if error.cause:
+        observe.note(cause=error.cause)
     return jsonify(error.to_json()), error.status, error.headers
 
 
