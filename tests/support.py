@@ -64,6 +64,25 @@ def encoded(image: Image.Image, fmt: str, **kwargs) -> bytes:
     return buffer.getvalue()
 
 
+PHONE_SIZE = (4032, 3024)
+
+
+@cache
+def upright_phone_photo() -> Image.Image:
+    """The crowd photo enlarged to 12 MP (as a phone would have taken it), upright."""
+    return Image.open(photo(CROWD)).convert("RGB").resize(PHONE_SIZE, Image.Resampling.BICUBIC)
+
+
+def stored_with_orientation(orientation: int, upright: Image.Image | None = None) -> bytes:
+    """A phone photo as a camera stores it under EXIF `orientation` (6 and 8: turned on its side)."""
+    upright = upright or upright_phone_photo()
+    turn = {6: Image.Transpose.ROTATE_90, 8: Image.Transpose.ROTATE_270}.get(orientation)
+    stored = upright.transpose(turn) if turn is not None else upright
+    exif = stored.getexif()
+    exif[0x0112] = orientation
+    return encoded(stored, "JPEG", exif=exif, quality=90)
+
+
 def png_declaring(width: int, height: int) -> bytes:
     """A tiny PNG whose header declares width x height (a decompression bomb's shape)."""
 

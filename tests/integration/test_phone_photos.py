@@ -11,31 +11,14 @@ import pytest
 import requests
 from PIL import Image
 
-from tests.support import CROWD, encoded, iou, photo, rectangle
-
-PHONE_SIZE = (4032, 3024)
-
-
-@cache
-def upright_phone_photo() -> Image.Image:
-    """The crowd photo enlarged to 12 MP (as a phone would have taken it), upright."""
-    return Image.open(photo(CROWD)).convert("RGB").resize(PHONE_SIZE, Image.Resampling.BICUBIC)
+from tests.support import PHONE_SIZE, encoded, iou, rectangle, stored_with_orientation, upright_phone_photo
 
 
 @cache
 def textured_phone_photo() -> Image.Image:
-    """The same with pixel-level detail (a fixed noise), which only a full-size decode keeps."""
+    """The 12 MP crowd photo with pixel-level detail (a fixed noise), which only a full-size decode keeps."""
     noise = np.random.default_rng(7).integers(-24, 25, (PHONE_SIZE[1], PHONE_SIZE[0], 1))
     return Image.fromarray(np.clip(np.asarray(upright_phone_photo()) + noise, 0, 255).astype(np.uint8))
-
-
-def stored_with_orientation(orientation: int, upright: Image.Image | None = None) -> bytes:
-    """A phone photo as a camera stores it under EXIF `orientation` (6: turned on its side)."""
-    upright = upright or upright_phone_photo()
-    stored = upright.transpose(Image.Transpose.ROTATE_90) if orientation == 6 else upright
-    exif = stored.getexif()
-    exif[0x0112] = orientation
-    return encoded(stored, "JPEG", exif=exif, quality=90)
 
 
 def post(stack, endpoint: str, data: bytes, params: dict) -> requests.Response:
