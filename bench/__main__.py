@@ -130,7 +130,9 @@ def main() -> int:
     decoded = [decode_image(data, read_header(data, settings.max_pixels)).pixels for data in photos]
     model = OnnxModel(settings.wire, args.threads)
     inputs = [to_model_input(pixels, settings.target_size, settings.pad_multiple, settings.wire) for pixels in decoded]
-    rgb_resized = [cv2.cvtColor(cv2.resize(p, m.size[::-1]), cv2.COLOR_BGR2RGB) for p, m in zip(decoded, inputs)]
+    rgb_resized = [
+        cv2.cvtColor(cv2.resize(p, plan.size[::-1]), cv2.COLOR_BGR2RGB) for p, (_, plan) in zip(decoded, inputs)
+    ]
     bounds = {"max_count": args.count, "max_seconds": args.seconds}
 
     def pipeline(data: bytes) -> None:
@@ -139,7 +141,7 @@ def main() -> int:
     from retinaface import detect_faces as peer_detect_faces
 
     rows = [
-        closed_loop("model only (onnxruntime)", lambda m: model.run(m.tensor), inputs, 1, **bounds),
+        closed_loop("model only (onnxruntime)", lambda m: model.run(m[0]), inputs, 1, **bounds),
         closed_loop("in-process pipeline c=1", pipeline, photos, 1, **bounds),
         closed_loop("in-process pipeline c=2", pipeline, photos, 2, **bounds),
         closed_loop(
@@ -150,10 +152,11 @@ def main() -> int:
     best_in_process = max(rows[1:3], key=lambda m: m.throughput)
 
     def postprocess(i: int, outputs) -> int:
-        return len(detect_faces(outputs, inputs[i].size, inputs[i].scale, decoded[i].shape[:2], options))
+        plan = inputs[i][1]
+        return len(detect_faces(outputs, plan.size, plan.scale, decoded[i].shape[:2], options))
 
-    crowded = max(range(14), key=lambda i: postprocess(i, model(inputs[i].tensor)[0]))
-    [outputs] = model(inputs[crowded].tensor)
+    crowded = max(range(14), key=lambda i: postprocess(i, model(inputs[i][0])[0]))
+    [outputs] = model(inputs[crowded][0])
     post = closed_loop(
         "postprocess only", lambda _: postprocess(crowded, outputs), [None], 1, max_count=200, max_seconds=10
     )

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
+
 import numpy as np
 import onnxruntime
 
+from gateway.model import Batch, in_process_batch
 from gateway.wire import INPUT_NAME, ModelOutputs, WireFormat
 from local_triton.processes import PRODUCTION_REPOSITORY
 
@@ -25,6 +28,9 @@ class OnnxModel:
 
     def __call__(self, tensor: np.ndarray) -> list[ModelOutputs]:
         return self.wire.outputs(dict(zip(self.wire.output_names, self.run(tensor))))
+
+    def batch(self, shape: tuple[int, ...]) -> AbstractContextManager[Batch]:
+        return in_process_batch(shape, self.wire.dtype, self)
 
     def is_ready(self) -> bool:
         return True

@@ -14,7 +14,7 @@ from gateway import access, api, health, observe, pages
 from gateway.config import Settings
 from gateway.errors import ApiError, PayloadTooLarge
 from gateway.infer import TritonModel
-from gateway.pipeline import Model
+from gateway.model import Model
 from gateway.uploads import InMemoryRequest
 
 

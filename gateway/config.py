@@ -15,6 +15,7 @@ class Settings:
 
     triton_url: str = "127.0.0.1:8001"
     wire_format: str = "uint8"
+    triton_shm: str = "auto"
     model_name: str = ""  # empty: the wire format's model
     target_size: int = 1024
     pad_multiple: int = 256
@@ -33,6 +34,9 @@ class Settings:
         FACECROP_TRITON_URL        Triton gRPC address, host:port (127.0.0.1:8001)
         FACECROP_WIRE_FORMAT       tensor sent to Triton: uint8 (NHWC pixels; the model
                                    centres them) or float32 (NCHW, centred here) (uint8)
+        FACECROP_TRITON_SHM        tensors to and from Triton through system shared memory:
+                                   auto (where Triton can open this host's /dev/shm, else
+                                   gRPC bytes), on (fail requests without it) or off (auto)
         FACECROP_MODEL_NAME        model in Triton's repository (retinaface_uint8 for uint8,
                                    retinaface for float32)
         FACECROP_TARGET_SIZE       long side, in pixels, images are scaled to (1024)
@@ -52,6 +56,7 @@ class Settings:
         return cls(
             triton_url=environ.get("FACECROP_TRITON_URL", cls.triton_url),
             wire_format=environ.get("FACECROP_WIRE_FORMAT", cls.wire_format),
+            triton_shm=environ.get("FACECROP_TRITON_SHM", cls.triton_shm),
             model_name=environ.get("FACECROP_MODEL_NAME", ""),
             target_size=int(environ.get("FACECROP_TARGET_SIZE", cls.target_size)),
             pad_multiple=int(environ.get("FACECROP_PAD_MULTIPLE", cls.pad_multiple)),
@@ -69,6 +74,8 @@ class Settings:
         construction; fill in the wire format's model when none is named."""
         if self.wire_format not in WIRE_FORMATS:
             raise ValueError(f"FACECROP_WIRE_FORMAT must be one of {', '.join(WIRE_FORMATS)}")
+        if self.triton_shm not in ("auto", "on", "off"):
+            raise ValueError("FACECROP_TRITON_SHM must be one of auto, on, off")
         if not self.model_name:
             object.__setattr__(self, "model_name", self.wire.model_name)
         if self.max_in_flight < 1:

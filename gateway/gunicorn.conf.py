@@ -51,6 +51,15 @@ def post_fork(server, worker):
         ctypes.CDLL(ctypes.util.find_library("c")).mallopt(m_mmap_threshold, 1024 * 1024)
 
 
+def worker_exit(server, worker):
+    """Give back this worker's Triton shared-memory regions (also on max-requests recycling);
+    a worker killed outright has its regions swept by the next one (gateway/shm.py)."""
+    app = getattr(worker, "wsgi", None)
+    services = app.extensions.get("facecrop") if app is not None else None
+    if services is not None and hasattr(services.model, "close"):
+        services.model.close()
+
+
 def on_starting(server):
     """Give the workers a fresh directory in memory for Prometheus' multiprocess metrics."""
     if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:

@@ -1,20 +1,34 @@
-"""Run the model on Triton over gRPC (tritonclient.grpc); map transport failures to API errors."""
+"""Run the model on Triton over gRPC (tritonclient.grpc); map transport failures to API errors.
+
+Tensors travel one of two ways (FACECROP_TRITON_SHM):
+- system shared memory, where the gateway and Triton share a host's /dev/shm: preprocessing
+  writes the input straight into a region registered with Triton, Triton writes the outputs
+  into the same region, and the gRPC messages carry only names and offsets;
+- bytes in the gRPC messages, anywhere (across Kubernetes pods, say).
+`auto` uses shared memory once Triton has opened a region, else bytes.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from typing import TypeVar
 
 import numpy as np
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
+from gateway import shm
 from gateway.config import Settings
 from gateway.errors import BackendTimeout, BackendUnavailable
+from gateway.model import Batch
 from gateway.wire import INPUT_NAME, ModelOutputs, WireFormat
 
 T = TypeVar("T")
+log = logging.getLogger("facecrop")
 
 # tritonclient's own defaults (unbounded message sizes), plus a reconnect backoff capped
 # at one second so the gateway serves again soon after Triton comes back, and round-robin
@@ -35,26 +49,52 @@ CHANNEL_ARGS = [
 # whose response headers arrived. Neither inference nor the readiness check has side effects.
 CALL_ATTEMPTS = 2
 
+REGION_QUANTUM = 1 << 20  # regions are made in whole MiB, so a few sizes serve every request
+KEPT_REGION_BYTES = 64 << 20  # idle regions a worker keeps for reuse; more are given back
+TRANSPORT_MODES = ("auto", "on", "off")
+
 
 class TritonModel:
-    """The pipeline's model (`batch tensor -> [ModelOutputs]`, `is_ready()`) served by Triton.
+    """The pipeline's Model served by Triton: `batch(shape)` to fill and submit, `is_ready()`.
 
     Each thread gets its own gRPC client (and channel), so gunicorn's threads never share one.
     """
 
-    def __init__(self, url: str, model_name: str, wire: WireFormat, timeout_s: float, ready_timeout_s: float):
+    def __init__(
+        self,
+        url: str,
+        model_name: str,
+        wire: WireFormat,
+        timeout_s: float,
+        ready_timeout_s: float,
+        shared_memory: str = "off",
+    ):
+        if shared_memory not in TRANSPORT_MODES:
+            raise ValueError(f"shared_memory must be one of {', '.join(TRANSPORT_MODES)}")
         self.url = url
         self.model_name = model_name
         self.wire = wire
         self.timeout_s = timeout_s
         self.ready_timeout_s = ready_timeout_s
         self._local = threading.local()
+        self.regions = RegionPool(self) if shared_memory != "off" else None
+        self._required = shared_memory == "on"
 
     @classmethod
     def from_settings(cls, settings: Settings) -> TritonModel:
         return cls(
-            settings.triton_url, settings.model_name, settings.wire, settings.infer_timeout_s, settings.ready_timeout_s
+            settings.triton_url,
+            settings.model_name,
+            settings.wire,
+            settings.infer_timeout_s,
+            settings.ready_timeout_s,
+            settings.triton_shm,
         )
+
+    @property
+    def transport(self) -> str:
+        """`shm` or `bytes`: how the next batch travels."""
+        return "shm" if self.regions else "bytes"
 
     def _client(self) -> grpcclient.InferenceServerClient:
         client = getattr(self._local, "client", None)
@@ -62,19 +102,81 @@ class TritonModel:
             client = self._local.client = grpcclient.InferenceServerClient(self.url, channel_args=CHANNEL_ARGS)
         return client
 
-    def __call__(self, tensor: np.ndarray) -> list[ModelOutputs]:
-        model_input = grpcclient.InferInput(INPUT_NAME, list(tensor.shape), self.wire.triton_datatype)
-        model_input.set_data_from_numpy(tensor)
-        outputs = [grpcclient.InferRequestedOutput(name) for name in self.wire.output_names]
+    @contextlib.contextmanager
+    def batch(self, shape: tuple[int, ...]) -> Iterator[Batch]:
+        """An input of `shape` in a shared-memory region (or ordinary memory, for bytes) and its
+        submit; the region goes back to the pool once the call is over."""
+        regions = self.regions
+        if regions is not None and not regions.decided:
+            regions.decide()
+            regions = self.regions
+        if regions is None:
+            tensor = np.empty(shape, self.wire.dtype)
+            yield Batch(tensor, lambda: PendingCall(self, lambda: self._start(tensor, None)))
+            return
+        layout = self.wire.layout(*shape[1:3] if self.wire.channels_last else shape[2:4])
+        tensor_bytes = shm.aligned(int(np.prod(shape)) * np.dtype(self.wire.dtype).itemsize)
+        region = regions.lease(tensor_bytes + shape[0] * sum(_nbytes(s, d) for _, s, d in layout) + 1024)
+        calls: list[PendingCall] = []
+
+        def submit() -> PendingCall:
+            calls.append(PendingCall(self, lambda: self._start(tensor, region)))
+            return calls[-1]
+
+        tensor = region.array(shape, self.wire.dtype)
         try:
-            result = self._attempts(
-                lambda client: client.infer(
-                    self.model_name, [model_input], outputs=outputs, client_timeout=self.timeout_s
-                )
+            yield Batch(tensor, submit)
+        finally:
+            for call in calls:
+                call.settle()  # Triton must be done with the region before it is reused
+            regions.release(region)
+
+    def _start(self, tensor: np.ndarray, region: shm.Region | None) -> Future:
+        """Send one inference; a future of the outputs (arrays of their own, not views of a region)."""
+        future: Future = Future()
+        model_input = grpcclient.InferInput(INPUT_NAME, list(tensor.shape), self.wire.triton_datatype)
+        outputs = [grpcclient.InferRequestedOutput(name) for name in self.wire.output_names]
+        places: dict[str, tuple[int, tuple[int, ...], type[np.generic]]] = {}
+        if region is None:
+            model_input.set_data_from_numpy(tensor)
+        else:
+            try:
+                self.regions.register(region)  # type: ignore[union-attr]
+            except InferenceServerException as error:
+                future.set_exception(error)
+                return future
+            model_input.set_shared_memory(region.name, tensor.nbytes)
+            offset = shm.aligned(tensor.nbytes)
+            height, width = tensor.shape[1:3] if self.wire.channels_last else tensor.shape[2:4]
+            for output, (name, shape, dtype) in zip(outputs, self.wire.layout(height, width)):
+                size = len(tensor) * _nbytes(shape, dtype)
+                output.set_shared_memory(region.name, size, offset)
+                places[name] = (offset, (len(tensor), *shape), dtype)
+                offset = shm.aligned(offset + size)
+
+        def done(result, error) -> None:
+            if error is not None:
+                future.set_exception(error)
+                return
+            try:
+                if region is None:
+                    named = {name: result.as_numpy(name) for name in self.wire.output_names}
+                else:
+                    named = {
+                        name: region.array(_answered_shape(result, name, shape), dtype, offset).copy()
+                        for name, (offset, shape, dtype) in places.items()
+                    }
+                future.set_result(self.wire.outputs(named))
+            except Exception as failure:
+                future.set_exception(failure)
+
+        try:
+            self._client().async_infer(
+                self.model_name, [model_input], done, outputs=outputs, client_timeout=self.timeout_s
             )
         except InferenceServerException as error:
-            raise _api_error(error) from None
-        return self.wire.outputs({name: result.as_numpy(name) for name in self.wire.output_names})
+            future.set_exception(error)
+        return future
 
     def is_ready(self) -> bool:
         """Whether Triton answers and has the model loaded, within `ready_timeout_s`."""
@@ -95,8 +197,74 @@ class TritonModel:
             try:
                 return call(self._client())
             except InferenceServerException as error:
-                if attempts_left == 0 or "UNAVAILABLE" not in str(error.status()):
+                if attempts_left == 0 or not _is_unavailable(error):
                     raise
+
+    def close(self) -> None:
+        """Unregister and remove this process's regions (a worker's exit)."""
+        if self.regions is not None:
+            self.regions.close()
+
+    def _use_bytes(self, reason: str) -> None:
+        log.warning("facecrop: Triton I/O as gRPC bytes (%s)", reason)
+        self.regions = None
+
+
+def _nbytes(shape: tuple[int, ...], dtype: type[np.generic]) -> int:
+    return int(np.prod(shape)) * np.dtype(dtype).itemsize
+
+
+def _answered_shape(result: grpcclient.InferResult, name: str, room: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape Triton reports for output `name`, refused if larger than the room made for it."""
+    shape = tuple(int(d) for d in result.get_output(name).shape)
+    if len(shape) != len(room) or any(d > r for d, r in zip(shape, room)):
+        raise InferenceServerException(f"output {name} has shape {shape}, more than the {room} expected")
+    return shape
+
+
+def _is_unavailable(error: InferenceServerException) -> bool:
+    return "UNAVAILABLE" in str(error.status())
+
+
+def _is_region_unknown(error: InferenceServerException) -> bool:
+    """Triton no longer knows a region (it restarted, or this is another replica)."""
+    message = (error.message() or "").lower()
+    return "shared memory region" in message and ("unable to find" in message or "not found" in message)
+
+
+class PendingCall:
+    """One inference in flight: `result()` waits, makes an UNAVAILABLE call once more, registers
+    a region again where Triton forgot it, and maps failures to API errors."""
+
+    def __init__(self, model: TritonModel, start: Callable[[], Future]):
+        self._model, self._start = model, start
+        self._future = start()
+        self._settled = False
+
+    def result(self) -> list[ModelOutputs]:
+        attempts_left, registrations_left = CALL_ATTEMPTS, 1
+        try:
+            while True:
+                try:
+                    return self._future.result()
+                except InferenceServerException as error:
+                    regions = self._model.regions
+                    if _is_region_unknown(error) and regions is not None and registrations_left:
+                        registrations_left -= 1
+                        regions.forget_registrations()
+                    elif _is_unavailable(error) and attempts_left > 1:
+                        attempts_left -= 1
+                    else:
+                        raise _api_error(error) from None
+                    self._future = self._start()
+        finally:
+            self._settled = True
+
+    def settle(self) -> None:
+        """Wait until Triton is done with the call's memory, whatever the outcome."""
+        if not self._settled:
+            with contextlib.suppress(Exception):
+                self._future.exception(timeout=self._model.timeout_s + 1)
 
 
 def _api_error(error: InferenceServerException) -> BackendUnavailable | BackendTimeout:
@@ -105,3 +273,107 @@ def _api_error(error: InferenceServerException) -> BackendUnavailable | BackendT
     if "DEADLINE_EXCEEDED" in str(error.status()):
         return BackendTimeout("the inference server did not answer within the deadline", cause)
     return BackendUnavailable(cause)
+
+
+class RegionPool:
+    """A worker's shared-memory regions: leased to one batch at a time, registered with Triton
+    when first used (again after Triton forgot them), kept for reuse up to KEPT_REGION_BYTES."""
+
+    def __init__(self, model: TritonModel):
+        self._model = model
+        self._lock = threading.Lock()
+        self._idle: list[shm.Region] = []
+        self._registered: set[str] = set()  # in Triton now, as far as this worker knows
+        self._known: set[str] = set()  # ever registered
+        self._everything: dict[str, shm.Region] = {}
+        self._stale = shm.sweep_stale()  # regions of this host's dead workers, maybe still in Triton
+        self.decided = False
+
+    def decide(self) -> None:
+        """In `auto`, try one region with Triton: keep shared memory if Triton opens it, else
+        fall back to bytes for good (logged once). `on` fails requests instead of falling back."""
+        with self._lock:
+            if self.decided:
+                return
+            if not shm.shared_memory_available():
+                self._fall_back("no writable /dev/shm")
+                return
+            for name in self._stale:
+                with contextlib.suppress(InferenceServerException):
+                    self._model._client().unregister_system_shared_memory(name, client_timeout=1)
+            probe = shm.Region(REGION_QUANTUM)
+            self._everything[probe.name] = probe
+        try:
+            self.register(probe)
+        except InferenceServerException as error:
+            self._drop(probe)
+            if _is_unavailable(error) or "DEADLINE_EXCEEDED" in str(error.status()):
+                raise _api_error(error) from None  # not known yet: decided on a later request
+            with self._lock:
+                self._fall_back(f"Triton cannot open this host's shared memory: {error.message()}")
+            return
+        with self._lock:
+            self._idle.append(probe)
+            self.decided = True
+        log.warning("facecrop: Triton I/O through system shared memory (/dev/shm)")
+
+    def _fall_back(self, reason: str) -> None:
+        if self._model._required:
+            raise BackendUnavailable(f"FACECROP_TRITON_SHM=on, but {reason}")
+        self.decided = True
+        self._model._use_bytes(reason)
+
+    def lease(self, size: int) -> shm.Region:
+        """The smallest idle region of at least `size` bytes, or a new one."""
+        with self._lock:
+            fitting = [r for r in self._idle if r.size >= size]
+            if fitting:
+                region = min(fitting, key=lambda r: r.size)
+                self._idle.remove(region)
+                return region
+            region = shm.Region(-(-size // REGION_QUANTUM) * REGION_QUANTUM)
+            self._everything[region.name] = region
+            return region
+
+    def release(self, region: shm.Region) -> None:
+        with self._lock:
+            if sum(r.size for r in self._idle) + region.size <= KEPT_REGION_BYTES:
+                self._idle.append(region)
+                return
+        self._drop(region)
+
+    def register(self, region: shm.Region) -> None:
+        """Register `region` with Triton unless it already is (as far as this worker knows)."""
+        if region.name in self._registered:
+            return
+        if region.name in self._known:  # registered before: Triton may still have it
+            with contextlib.suppress(InferenceServerException):
+                self._model._client().unregister_system_shared_memory(
+                    region.name, client_timeout=self._model.ready_timeout_s
+                )
+        self._model._attempts(
+            lambda c: c.register_system_shared_memory(
+                region.name, region.key, region.size, client_timeout=self._model.ready_timeout_s
+            )
+        )
+        self._registered.add(region.name)
+        self._known.add(region.name)
+
+    def forget_registrations(self) -> None:
+        """Triton lost its registrations (a restart): register each region again when next used."""
+        self._registered.clear()
+
+    def _drop(self, region: shm.Region) -> None:
+        with self._lock:
+            self._everything.pop(region.name, None)
+        if region.name in self._known:
+            self._registered.discard(region.name)
+            with contextlib.suppress(InferenceServerException):
+                self._model._client().unregister_system_shared_memory(region.name, client_timeout=1)
+        region.unlink()
+
+    def close(self) -> None:
+        with self._lock:
+            regions, self._idle = list(self._everything.values()), []
+        for region in regions:
+            self._drop(region)

@@ -2,28 +2,26 @@
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Protocol
-
-import numpy as np
 
 from gateway.config import Settings
 from gateway.decode import DecodedImage, decode_image, read_header, upright_size
+from gateway.model import Model
 from gateway.params import DetectOptions
 from gateway.postprocess import Detections, candidates, finish, tiled_candidates
-from gateway.preprocess import TILE_MIN_OVERLAP, scale_for, tiled_scale, to_model_input, to_tiles
+from gateway.preprocess import (
+    TILE_MIN_OVERLAP,
+    batch_shape,
+    fill_input,
+    fill_tiles,
+    plan_input,
+    plan_tiles,
+    rescale,
+    scale_for,
+    tiled_scale,
+)
 from gateway.timing import StageTimer
-from gateway.wire import ModelOutputs
-
-
-class Model(Protocol):
-    """The served model: Triton over gRPC, or onnxruntime in-process."""
-
-    def __call__(self, tensor: np.ndarray) -> list[ModelOutputs]:
-        """Outputs for each image of a batch tensor, in order."""
-
-    def is_ready(self) -> bool:
-        """Whether the model can answer now."""
 
 
 @dataclass(frozen=True)
@@ -48,20 +46,34 @@ def run_detection(
     standard = scale_for(height, width, settings.target_size)
     tiled = tiled_scale(height, width, settings.target_size) if options.detail == "high" else None
     image = decode_image(data, header, max(standard, tiled or 0), timer)
-    model_input = to_model_input(image.pixels, settings.target_size, settings.pad_multiple, settings.wire, timer)
-    tiles = None
-    if tiled:
-        tiles = to_tiles(
-            image.pixels, tiled / image.scale[0], settings.target_size, TILE_MIN_OVERLAP, settings.wire, timer
-        )
-    with timer.stage("infer"):
-        [outputs] = model(model_input.tensor)
-        tile_outputs = model(tiles.tensor) if tiles else []
+    wire, target_size = settings.wire, settings.target_size
+    plan = plan_input(image.pixels.shape[0], image.pixels.shape[1], target_size, settings.pad_multiple)
+    with ExitStack() as batches:
+        batch = batches.enter_context(model.batch(batch_shape(1, plan.size, wire)))
+        fill_input(batch.tensor[0], image.pixels, plan.scale, wire, timer)
+        with timer.stage("infer"):
+            pending = batch.submit()
+        tiling, tile_pending = None, None
+        if tiled:  # prepared and sent while the standard pass runs
+            with timer.stage("resize"):
+                scaled = rescale(image.pixels, tiled / image.scale[0])
+            tiling = plan_tiles(
+                (scaled.shape[0], scaled.shape[1]), target_size, TILE_MIN_OVERLAP, tiled / image.scale[0]
+            )
+            tile_batch = batches.enter_context(model.batch(batch_shape(len(tiling.origins), (target_size,) * 2, wire)))
+            with timer.stage("preprocess"):
+                fill_tiles(tile_batch.tensor, scaled, tiling, wire)
+            del scaled
+            with timer.stage("infer"):
+                tile_pending = tile_batch.submit()
+        with timer.stage("infer"):
+            [outputs] = pending.result()
+            tile_outputs = tile_pending.result() if tile_pending else []
     with timer.stage("postprocess"):
         min_score = options.min_confidence / 100
-        found = [candidates(outputs, model_input.size, min_score).scaled((0, 0), model_input.scale)]
-        if tiles:
-            found += tiled_candidates(tile_outputs, tiles, min_score)
+        found = [candidates(outputs, plan.size, min_score).scaled((0, 0), plan.scale)]
+        if tiling:
+            found += tiled_candidates(tile_outputs, tiling, min_score)
         in_original = Detections.concatenate(found).scaled((0, 0), image.scale)
         detections = finish(in_original, (height, width), options)
     return DetectionResult(image=image, detections=detections, inferences=1 + len(tile_outputs))

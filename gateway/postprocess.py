@@ -10,14 +10,13 @@ import cv2
 import numpy as np
 
 from gateway.params import DetectOptions
-from gateway.preprocess import TILE_MIN_OVERLAP, TiledInput
-from gateway.wire import ModelOutputs
+from gateway.preprocess import TILE_MIN_OVERLAP, Tiling
+from gateway.wire import ANCHOR_STEPS, TOP_K, ModelOutputs
 
 MIN_SIZES = ((16, 32), (64, 128), (256, 512))
-STEPS = (8, 16, 32)
 VARIANCES = (0.1, 0.2)
 NMS_IOU_THRESHOLD = 0.4
-PRE_NMS_TOP_K = 3840  # the uint8 model's constant TopK K (scripts/fetch_model.py); the same cut for float32
+PRE_NMS_TOP_K = TOP_K  # the uint8 model's cut; the same for float32
 # detail=high: a tile's face counts only if no edge shared with a neighbour tile comes within
 # TILE_EDGE_MARGIN of it, and only up to TILED_MAX_FACE (the standard pass owns larger faces),
 # so every face the tiled pass is responsible for lies whole, with margins, in some tile.
@@ -62,7 +61,7 @@ class Detections:
 def priors(height: int, width: int) -> np.ndarray:
     """RetinaFace anchors [A, 4] as (cx, cy, w, h), relative to the input; cached per shape."""
     levels = []
-    for step, sizes in zip(STEPS, MIN_SIZES):
+    for step, sizes in zip(ANCHOR_STEPS, MIN_SIZES):
         rows, cols = math.ceil(height / step), math.ceil(width / step)
         cy, cx = np.meshgrid(
             (np.arange(rows) + 0.5) * step / height, (np.arange(cols) + 0.5) * step / width, indexing="ij"
@@ -132,7 +131,7 @@ def tile_candidates(
     return found[keep].scaled(origin, scale)
 
 
-def tiled_candidates(outputs: list[ModelOutputs], tiles: TiledInput, min_score: float) -> list[Detections]:
+def tiled_candidates(outputs: list[ModelOutputs], tiles: Tiling, min_score: float) -> list[Detections]:
     """Each tile's candidates that the tiled pass answers for, in the pixels the tiles were cut from."""
     size = (tiles.tile_size, tiles.tile_size)
     return [

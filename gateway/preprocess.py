@@ -25,8 +25,9 @@ TILE_MIN_OVERLAP = 128  # tiled-pass pixels; postprocess keeps only faces that f
 
 
 @dataclass(frozen=True)
-class ModelInput:
-    tensor: np.ndarray  # [1, H, W, 3] uint8 or [1, 3, H, W] float32
+class InputPlan:
+    """The standard pass's input: the image scaled by `scale` in the top-left of a padded `size`."""
+
     size: tuple[int, int]  # the padded (H, W)
     scale: float  # model-input pixels per original pixel
 
@@ -59,46 +60,70 @@ def rescale(pixels: np.ndarray, scale: float) -> np.ndarray:
     return cv2.resize(pixels, size, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
 
 
-def pack(pieces: list[np.ndarray], shape: tuple[int, int], wire: WireFormat) -> np.ndarray:
-    """A batch of `shape` (H, W) inputs laid out for `wire`, each piece in its top-left corner, padded."""
-    height, width = shape
-    if wire.channels_last:
-        mean = BGR_MEAN.tolist()
-        padded = [
-            cv2.copyMakeBorder(p, 0, height - p.shape[0], 0, width - p.shape[1], cv2.BORDER_CONSTANT, value=mean)
-            for p in pieces
-        ]
-        return padded[0][None] if len(padded) == 1 else np.stack(padded)
-    tensor = np.zeros((len(pieces), 3, height, width), dtype=wire.dtype)
-    for slot, piece in zip(tensor, pieces):
-        np.subtract(
-            piece.transpose(2, 0, 1),
-            BGR_MEAN.reshape(3, 1, 1),
-            out=slot[:, : piece.shape[0], : piece.shape[1]],
-            dtype=np.float32,
-        )
-    return tensor
+def batch_shape(count: int, size: tuple[int, int], wire: WireFormat) -> tuple[int, int, int, int]:
+    """The tensor shape of `count` inputs of `size` (H, W) in `wire`'s layout."""
+    height, width = size
+    return (count, height, width, 3) if wire.channels_last else (count, 3, height, width)
 
 
-def to_model_input(
-    pixels: np.ndarray, target_size: int, pad_multiple: int, wire: WireFormat, timer: StageTimer | None = None
-) -> ModelInput:
-    """The model input for `pixels`: the longer side at `target_size`, padded, laid out for `wire`."""
+def fill_input(
+    slot: np.ndarray, pixels: np.ndarray, scale: float, wire: WireFormat, timer: StageTimer | None = None
+) -> None:
+    """Write `pixels` scaled by `scale` into the top-left of one input `slot` ([H, W, 3] or
+    [3, H, W]) and pad the rest, in place: for uint8 the resize writes straight into the slot
+    (a shared-memory region, say) and the padding is the mean colour; for float32 the pixels
+    minus the mean, zero padding."""
     timer = timer or StageTimer()
-    height, width = pixels.shape[:2]
-    scale = scale_for(height, width, target_size)
+    if wire.channels_last:
+        with timer.stage("resize"):
+            content = _resized_into(pixels, scale, slot)
+        with timer.stage("preprocess"):
+            mean_row = np.tile(BGR_MEAN, (slot.shape[1], 1))  # rows copied whole: far faster than broadcasting 3 bytes
+            slot[: content[0], content[1] :] = mean_row[content[1] :]
+            slot[content[0] :] = mean_row
+        return
     with timer.stage("resize"):
         resized = rescale(pixels, scale)
     with timer.stage("preprocess"):
-        shape = canonical_shape(resized.shape[0], resized.shape[1], target_size, pad_multiple)
-        return ModelInput(tensor=pack([resized], shape, wire), size=shape, scale=scale)
+        rows, cols = resized.shape[:2]
+        np.subtract(resized.transpose(2, 0, 1), BGR_MEAN.reshape(3, 1, 1), out=slot[:, :rows, :cols], dtype=np.float32)
+        slot[:, :rows, cols:] = 0
+        slot[:, rows:] = 0
+
+
+def _resized_into(pixels: np.ndarray, scale: float, slot: np.ndarray) -> tuple[int, int]:
+    """`rescale(pixels, scale)` written into the top-left of `slot` (no intermediate image); its (H, W)."""
+    height, width = pixels.shape[:2]
+    size = (max(1, round(width * scale)), max(1, round(height * scale)))
+    target = slot[: size[1], : size[0]]
+    if size == (width, height):
+        target[...] = pixels
+    else:
+        cv2.resize(pixels, size, dst=target, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
+    return size[1], size[0]
+
+
+def plan_input(height: int, width: int, target_size: int, pad_multiple: int) -> InputPlan:
+    """The standard pass's input for an (H, W) image: the longer side at `target_size`, padded."""
+    scale = scale_for(height, width, target_size)
+    resized = (max(1, round(height * scale)), max(1, round(width * scale)))
+    return InputPlan(size=canonical_shape(*resized, target_size, pad_multiple), scale=scale)
+
+
+def to_model_input(
+    pixels: np.ndarray, target_size: int, pad_multiple: int, wire: WireFormat
+) -> tuple[np.ndarray, InputPlan]:
+    """The standard pass's input for `pixels` in a tensor of its own (in-process models, benchmarks)."""
+    plan = plan_input(pixels.shape[0], pixels.shape[1], target_size, pad_multiple)
+    tensor = np.empty(batch_shape(1, plan.size, wire), wire.dtype)
+    fill_input(tensor[0], pixels, plan.scale, wire)
+    return tensor, plan
 
 
 @dataclass(frozen=True)
-class TiledInput:
+class Tiling:
     """The image enlarged for `detail=high`, cut into overlapping square tiles sent as one batch."""
 
-    tensor: np.ndarray  # [N, T, T, 3] uint8 or [N, 3, T, T] float32
     origins: tuple[tuple[int, int], ...]  # each tile's top-left (x, y) in the scaled image
     tile_size: int  # T
     scaled_size: tuple[int, int]  # (H, W) of the scaled image the tiles cover
@@ -123,25 +148,17 @@ def tile_starts(length: int, tile: int, min_overlap: int) -> list[int]:
     return [round(i * (length - tile) / (count - 1)) for i in range(count)]
 
 
-def to_tiles(
-    pixels: np.ndarray,
-    scale: float,
-    tile_size: int,
-    min_overlap: int,
-    wire: WireFormat,
-    timer: StageTimer | None = None,
-) -> TiledInput:
-    """`pixels` scaled by `scale` and cut into `tile_size` squares (padded where the image is smaller)."""
-    timer = timer or StageTimer()
-    with timer.stage("resize"):
-        scaled = rescale(pixels, scale)
-    with timer.stage("preprocess"):
-        height, width = scaled.shape[:2]
-        origins = tuple(
-            (x, y)
-            for y in tile_starts(height, tile_size, min_overlap)
-            for x in tile_starts(width, tile_size, min_overlap)
-        )
-        pieces = [scaled[y : y + tile_size, x : x + tile_size] for x, y in origins]
-        tensor = pack(pieces, (tile_size, tile_size), wire)
-    return TiledInput(tensor=tensor, origins=origins, tile_size=tile_size, scaled_size=(height, width), scale=scale)
+def plan_tiles(scaled_size: tuple[int, int], tile_size: int, min_overlap: int, scale: float) -> Tiling:
+    """The `tile_size` squares covering an image scaled by `scale` to `scaled_size` (H, W)."""
+    height, width = scaled_size
+    origins = tuple(
+        (x, y) for y in tile_starts(height, tile_size, min_overlap) for x in tile_starts(width, tile_size, min_overlap)
+    )
+    return Tiling(origins=origins, tile_size=tile_size, scaled_size=scaled_size, scale=scale)
+
+
+def fill_tiles(tensor: np.ndarray, scaled: np.ndarray, tiling: Tiling, wire: WireFormat) -> None:
+    """Copy each tile of the scaled image into its slot of `tensor` (padded where the image is smaller)."""
+    size = tiling.tile_size
+    for slot, (x, y) in zip(tensor, tiling.origins):
+        fill_input(slot, scaled[y : y + size, x : x + size], 1.0, wire)

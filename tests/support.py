@@ -7,6 +7,7 @@ import io
 import json
 import struct
 import zlib
+from contextlib import AbstractContextManager
 from functools import cache
 from pathlib import Path
 
@@ -18,7 +19,8 @@ from playwright.sync_api import Browser, Page
 
 from gateway.config import Settings
 from gateway.decode import DecodedImage, decode_image, read_header
-from gateway.postprocess import ModelOutputs
+from gateway.model import Batch, in_process_batch
+from gateway.wire import WIRE_FORMATS, ModelOutputs, WireFormat
 from local_triton.processes import SHARED_FACES
 
 ASTRONAUT = "demo/skimage_astronaut.jpg"
@@ -107,7 +109,13 @@ def clean_images() -> dict[str, bytes]:
 class NoFacesModel:
     """An in-process stand-in for Triton that never finds a face."""
 
-    def __call__(self, tensor: np.ndarray) -> list[ModelOutputs]:
+    def __init__(self, wire: WireFormat = WIRE_FORMATS["uint8"]):
+        self.wire = wire
+
+    def batch(self, shape: tuple[int, ...]) -> AbstractContextManager[Batch]:
+        return in_process_batch(shape, self.wire.dtype, self.run)
+
+    def run(self, tensor: np.ndarray) -> list[ModelOutputs]:
         empty = ModelOutputs(
             np.zeros(0, np.int32), np.zeros(0, np.float32), np.zeros((0, 4), np.float32), np.zeros((0, 10), np.float32)
         )

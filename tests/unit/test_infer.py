@@ -12,20 +12,24 @@ from tritonclient.grpc import service_pb2
 from gateway.config import Settings
 from gateway.errors import BackendTimeout, BackendUnavailable
 from gateway.infer import CALL_ATTEMPTS, TritonModel
+from gateway.model import infer
 from local_triton.processes import free_port
 
 TENSOR = np.zeros((1, 256, 256, 3), np.uint8)
 
 
-def model_at(address: str, timeout_s: float = 0.5) -> TritonModel:
-    return TritonModel.from_settings(Settings(triton_url=address, infer_timeout_s=timeout_s, ready_timeout_s=timeout_s))
+def model_at(address: str, timeout_s: float = 0.5, shm: str = "off") -> TritonModel:
+    """Bytes on the wire by default: these servers are not Triton and register no region."""
+    settings = Settings(triton_url=address, infer_timeout_s=timeout_s, ready_timeout_s=timeout_s, triton_shm=shm)
+    return TritonModel.from_settings(settings)
 
 
-def test_a_closed_port_is_unavailable_at_once():
-    model = model_at(f"127.0.0.1:{free_port()}", timeout_s=5)
+@pytest.mark.parametrize("shm", ["off", "auto", "on"])
+def test_a_closed_port_is_unavailable_at_once(shm):
+    model = model_at(f"127.0.0.1:{free_port()}", timeout_s=5, shm=shm)
     started = time.monotonic()
     with pytest.raises(BackendUnavailable):
-        model(TENSOR)
+        infer(model, TENSOR)
     assert time.monotonic() - started < 2
     assert model.is_ready() is False
 
@@ -63,7 +67,7 @@ class Stalling(grpc.GenericRpcHandler):
 def test_a_server_that_does_not_answer_in_time_is_a_timeout_not_retried(serve):
     server = Stalling()
     with pytest.raises(BackendTimeout) as raised:
-        model_at(serve(server))(TENSOR)
+        infer(model_at(serve(server)), TENSOR)
     assert raised.value.status == 504 and raised.value.code == "backend_timeout"
     assert server.calls == 1
 
@@ -73,7 +77,7 @@ def test_a_socket_that_never_speaks_grpc_is_unavailable():
         silent.bind(("127.0.0.1", 0))
         silent.listen()
         with pytest.raises(BackendUnavailable):
-            model_at(f"127.0.0.1:{silent.getsockname()[1]}")(TENSOR)
+            infer(model_at(f"127.0.0.1:{silent.getsockname()[1]}"), TENSOR)
 
 
 def test_from_settings():
@@ -123,7 +127,7 @@ ONE_FACE = {
 
 def test_an_answer_lost_to_the_connection_closing_is_asked_for_again(serve):
     server = AnswerLost(lost=1)
-    (outputs,) = model_at(serve(server))(np.zeros((1, 1024, 1024, 3), np.uint8))  # 3 MiB, over gRPC's retry buffer
+    (outputs,) = infer(model_at(serve(server)), np.zeros((1, 1024, 1024, 3), np.uint8))  # 3 MiB, over gRPC's retry buffer
     assert server.calls == 2
     assert outputs.scores.tolist() == [0.5] and outputs.anchor_index.tolist() == [7]
 
@@ -131,7 +135,7 @@ def test_an_answer_lost_to_the_connection_closing_is_asked_for_again(serve):
 def test_unavailable_on_every_attempt_is_a_503_after_call_attempts(serve):
     server = AnswerLost(lost=CALL_ATTEMPTS)
     with pytest.raises(BackendUnavailable) as raised:
-        model_at(serve(server))(TENSOR)
+        infer(model_at(serve(server)), TENSOR)
     assert server.calls == CALL_ATTEMPTS
     assert "UNAVAILABLE" in raised.value.cause
 
@@ -139,6 +143,6 @@ def test_unavailable_on_every_attempt_is_a_503_after_call_attempts(serve):
 def test_other_failures_are_not_retried(serve):
     server = AnswerLost(lost=1, status=grpc.StatusCode.INTERNAL)
     with pytest.raises(BackendUnavailable) as raised:
-        model_at(serve(server))(TENSOR)
+        infer(model_at(serve(server)), TENSOR)
     assert server.calls == 1
     assert "INTERNAL" in raised.value.cause

@@ -23,20 +23,20 @@ CONTENT_WIDTH = round(200 * 1024 / 300)
 
 
 def test_float32_input_is_mean_subtracted_nchw_and_zero_padded():
-    model_input = to_model_input(PIXELS, target_size=1024, pad_multiple=256, wire=WIRE_FORMATS["float32"])
-    assert model_input.tensor.shape == (1, 3, 1024, 768) and model_input.tensor.dtype == np.float32
-    assert model_input.size == (1024, 768)
-    assert model_input.scale == pytest.approx(1024 / 300)
-    np.testing.assert_allclose(model_input.tensor[0, :, 5, 5], [10 - 104, 20 - 117, 30 - 123])
-    assert not model_input.tensor[0, :, :, CONTENT_WIDTH:].any()
+    tensor, plan = to_model_input(PIXELS, target_size=1024, pad_multiple=256, wire=WIRE_FORMATS["float32"])
+    assert tensor.shape == (1, 3, 1024, 768) and tensor.dtype == np.float32
+    assert plan.size == (1024, 768)
+    assert plan.scale == pytest.approx(1024 / 300)
+    np.testing.assert_allclose(tensor[0, :, 5, 5], [10 - 104, 20 - 117, 30 - 123])
+    assert not tensor[0, :, :, CONTENT_WIDTH:].any()
 
 
 def test_uint8_input_is_nhwc_padded_with_the_mean_colour():
-    model_input = to_model_input(PIXELS, target_size=1024, pad_multiple=256, wire=WIRE_FORMATS["uint8"])
-    assert model_input.tensor.shape == (1, 1024, 768, 3) and model_input.tensor.dtype == np.uint8
-    assert model_input.size == (1024, 768)
-    assert model_input.tensor[0, 5, 5].tolist() == [10, 20, 30]
-    assert (model_input.tensor[0, :, CONTENT_WIDTH:] == BGR_MEAN).all()
-    centred = model_input.tensor.astype(np.float32) - BGR_MEAN
-    reference = to_model_input(PIXELS, 1024, 256, WIRE_FORMATS["float32"]).tensor
+    tensor, plan = to_model_input(PIXELS, target_size=1024, pad_multiple=256, wire=WIRE_FORMATS["uint8"])
+    assert tensor.shape == (1, 1024, 768, 3) and tensor.dtype == np.uint8
+    assert plan.size == (1024, 768)
+    assert tensor[0, 5, 5].tolist() == [10, 20, 30]
+    assert (tensor[0, :, CONTENT_WIDTH:] == BGR_MEAN).all()
+    centred = tensor.astype(np.float32) - BGR_MEAN
+    reference = to_model_input(PIXELS, 1024, 256, WIRE_FORMATS["float32"])[0]
     np.testing.assert_array_equal(centred.transpose(0, 3, 1, 2), reference)

@@ -1,0 +1,62 @@
+"""What the pipeline needs of a model: a batch input to fill in place, then a call it can wait for."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from gateway.wire import ModelOutputs
+
+
+class Pending(Protocol):
+    def result(self) -> list[ModelOutputs]:
+        """Each image's outputs, in order, once the model has answered."""
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A model input to write into (`tensor`, the wire format's layout and dtype), and `submit`,
+    which starts the model on it. Valid inside the `Model.batch` context that made it."""
+
+    tensor: np.ndarray
+    submit: Callable[[], Pending]
+
+
+class Model(Protocol):
+    """The served model: Triton over gRPC, or onnxruntime in-process."""
+
+    def batch(self, shape: tuple[int, ...]) -> AbstractContextManager[Batch]:
+        """A batch input of `shape` to fill, then submit; its memory is released on exit."""
+
+    def is_ready(self) -> bool:
+        """Whether the model can answer now."""
+
+
+@dataclass(frozen=True)
+class Done:
+    """A call that has already answered."""
+
+    outputs: list[ModelOutputs]
+
+    def result(self) -> list[ModelOutputs]:
+        return self.outputs
+
+
+@contextmanager
+def in_process_batch(
+    shape: tuple[int, ...], dtype: type[np.generic], run: Callable[[np.ndarray], list[ModelOutputs]]
+) -> Iterator[Batch]:
+    """A batch in ordinary memory, run by `run` when submitted (models in the same process)."""
+    tensor = np.empty(shape, dtype)
+    yield Batch(tensor, lambda: Done(run(tensor)))
+
+
+def infer(model: Model, tensor: np.ndarray) -> list[ModelOutputs]:
+    """Run a tensor made elsewhere through `model` (copied into one of its batches)."""
+    with model.batch(tensor.shape) as batch:
+        batch.tensor[...] = tensor
+        return batch.submit().result()
