@@ -51,13 +51,24 @@ def post_fork(server, worker):
         ctypes.CDLL(ctypes.util.find_library("c")).mallopt(m_mmap_threshold, 1024 * 1024)
 
 
+def _model(worker):
+    """The worker's model (gateway/app.py's Services), if its app is loaded."""
+    app = getattr(worker, "wsgi", None)
+    services = app.extensions.get("facecrop") if app is not None else None
+    return services.model if services is not None else None
+
+
+def post_worker_init(worker):
+    """Settle how tensors travel to Triton (shared memory or bytes) now, so the log says which."""
+    if hasattr(_model(worker), "prepare"):
+        _model(worker).prepare()
+
+
 def worker_exit(server, worker):
     """Give back this worker's Triton shared-memory regions (also on max-requests recycling);
     a worker killed outright has its regions swept by the next one (gateway/shm.py)."""
-    app = getattr(worker, "wsgi", None)
-    services = app.extensions.get("facecrop") if app is not None else None
-    if services is not None and hasattr(services.model, "close"):
-        services.model.close()
+    if hasattr(_model(worker), "close"):
+        _model(worker).close()
 
 
 def on_starting(server):

@@ -78,6 +78,7 @@ class TritonModel:
         self.ready_timeout_s = ready_timeout_s
         self._local = threading.local()
         self.regions = RegionPool(self) if shared_memory != "off" else None
+        self.shm_active = self.regions is not None  # until `auto` finds Triton cannot use it
         self._required = shared_memory == "on"
 
     @classmethod
@@ -94,7 +95,7 @@ class TritonModel:
     @property
     def transport(self) -> str:
         """`shm` or `bytes`: how the next batch travels."""
-        return "shm" if self.regions else "bytes"
+        return "shm" if self.shm_active else "bytes"
 
     def _client(self) -> grpcclient.InferenceServerClient:
         client = getattr(self._local, "client", None)
@@ -109,8 +110,7 @@ class TritonModel:
         regions = self.regions
         if regions is not None and not regions.decided:
             regions.decide()
-            regions = self.regions
-        if regions is None:
+        if regions is None or not self.shm_active:
             tensor = np.empty(shape, self.wire.dtype)
             yield Batch(tensor, lambda: PendingCall(self, lambda: self._start(tensor, None)))
             return
@@ -143,8 +143,11 @@ class TritonModel:
             try:
                 self.regions.register(region)  # type: ignore[union-attr]
             except InferenceServerException as error:
-                future.set_exception(error)
-                return future
+                if _is_transient(error) or self._required:
+                    future.set_exception(error)
+                    return future
+                self._use_bytes(f"Triton can no longer open this host's shared memory: {error.message()}")
+                return self._start(tensor, None)  # the batch is sent as bytes from its region
             model_input.set_shared_memory(region.name, tensor.nbytes)
             offset = shm.aligned(tensor.nbytes)
             height, width = tensor.shape[1:3] if self.wire.channels_last else tensor.shape[2:4]
@@ -200,6 +203,14 @@ class TritonModel:
                 if attempts_left == 0 or not _is_unavailable(error):
                     raise
 
+    def prepare(self) -> None:
+        """Choose the transport now if Triton answers (else on the first request); logged."""
+        if self.regions is not None and not self.regions.decided:
+            try:
+                self.regions.decide()
+            except (BackendUnavailable, BackendTimeout):
+                log.warning("facecrop: Triton not reachable yet; shared memory is tried on the first request")
+
     def close(self) -> None:
         """Unregister and remove this process's regions (a worker's exit)."""
         if self.regions is not None:
@@ -207,7 +218,7 @@ class TritonModel:
 
     def _use_bytes(self, reason: str) -> None:
         log.warning("facecrop: Triton I/O as gRPC bytes (%s)", reason)
-        self.regions = None
+        self.shm_active = False
 
 
 def _nbytes(shape: tuple[int, ...], dtype: type[np.generic]) -> int:
@@ -224,6 +235,11 @@ def _answered_shape(result: grpcclient.InferResult, name: str, room: tuple[int, 
 
 def _is_unavailable(error: InferenceServerException) -> bool:
     return "UNAVAILABLE" in str(error.status())
+
+
+def _is_transient(error: InferenceServerException) -> bool:
+    """Triton out of reach or late: says nothing about whether it can open a region."""
+    return _is_unavailable(error) or "DEADLINE_EXCEEDED" in str(error.status())
 
 
 def _is_region_unknown(error: InferenceServerException) -> bool:
@@ -307,7 +323,7 @@ class RegionPool:
             self.register(probe)
         except InferenceServerException as error:
             self._drop(probe)
-            if _is_unavailable(error) or "DEADLINE_EXCEEDED" in str(error.status()):
+            if _is_transient(error):
                 raise _api_error(error) from None  # not known yet: decided on a later request
             with self._lock:
                 self._fall_back(f"Triton cannot open this host's shared memory: {error.message()}")
