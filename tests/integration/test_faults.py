@@ -23,6 +23,7 @@ from local_triton.processes import (
     stop,
     wait_until_ok,
 )
+from tests.integration.test_shared_memory import regions_of
 from tests.support import photo
 
 
@@ -114,6 +115,7 @@ def test_a_killed_worker_is_replaced_and_requests_succeed_again():
     with running_stack("workers", {"FACECROP_WORKERS": "2"}, intra_op_threads=1) as stack:
         old = child_pids(stack.gateway_process.pid)
         assert len(old) == 2
+        assert regions_of([old[0]])  # its shared-memory regions for Triton (FACECROP_TRITON_SHM=auto)
         with ThreadPoolExecutor(4) as pool:
             pending = [
                 pool.submit(requests.post, f"{stack.gateway}/v1/detect", files={"image": data}, timeout=30)
@@ -133,5 +135,8 @@ def test_a_killed_worker_is_replaced_and_requests_succeed_again():
             assert time.monotonic() < deadline, "the killed worker was not replaced"
             time.sleep(0.2)
         assert old[0] not in child_pids(stack.gateway_process.pid)
+        while regions_of([old[0]]):  # swept by its successor once it has loaded the app
+            assert time.monotonic() < deadline, "the killed worker's regions were not swept"
+            time.sleep(0.2)
         for _ in range(6):
             assert requests.post(f"{stack.gateway}/v1/detect", files={"image": data}, timeout=30).status_code == 200

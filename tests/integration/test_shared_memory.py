@@ -1,0 +1,162 @@
+"""Tensors to and from Triton through system shared memory (FACECROP_TRITON_SHM): the same
+answers as bytes, the fallback where Triton cannot open the regions, Triton restarts, and no
+region left in /dev/shm by a stopped or killed gateway."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import requests
+
+from gateway.shm import SHM_DIR, host_tag
+from local_triton.processes import (
+    BUILD_DIR,
+    LOG_DIR,
+    PRODUCTION_REPOSITORY,
+    SHARED_FACES,
+    TritonPorts,
+    child_pids,
+    free_port,
+    production_flags,
+    running_gateway,
+    running_stack,
+    server_command,
+    start_triton,
+    stop,
+    wait_until_ok,
+)
+from tests.support import ASTRONAUT, CROWD, photo
+
+TRANSPORT_LOG = "facecrop: Triton I/O"
+JPEG = {"Content-Type": "image/jpeg"}
+
+
+def regions_of(pids: list[int]) -> list[str]:
+    """This host's facecrop regions in /dev/shm that belong to `pids`."""
+    prefixes = tuple(f"facecrop-{host_tag()}-{pid}-" for pid in pids)
+    return sorted(p.name for p in SHM_DIR.glob("facecrop-*") if p.name.startswith(prefixes))
+
+
+def transport_lines(log: Path, since: int = 0) -> list[str]:
+    return [line for line in log.read_text().splitlines()[since:] if TRANSPORT_LOG in line]
+
+
+def answers(url: str, paths: list[Path], params: dict) -> list[bytes]:
+    session = requests.Session()
+    bodies = []
+    for path in paths:
+        response = session.post(f"{url}/v1/detect", data=path.read_bytes(), params=params, headers=JPEG, timeout=60)
+        assert response.status_code == 200, response.text
+        bodies.append(response.content)
+    return bodies
+
+
+def test_shared_memory_on_off_and_auto_answer_byte_for_byte_the_same(stack):
+    """`stack` runs with the default (auto: shared memory here); two more gateways on the same
+    Triton force each transport. Crowds (up to hundreds of faces) and detail=high's tiles."""
+    photos = sorted((SHARED_FACES / "demo").glob("*.jpg")) + sorted(
+        (SHARED_FACES / "wider_val_native" / "images").glob("*.jpg")
+    )
+    params = {"max_faces": "1000", "min_confidence": "20"}
+    auto = answers(stack.gateway, photos, params)
+    tiled = [photo(CROWD), photo(ASTRONAUT), *photos[-3:]]
+    auto_high = answers(stack.gateway, tiled, {**params, "detail": "high"})
+    assert transport_lines(LOG_DIR / "test-gateway.log")[-1].endswith("through system shared memory (/dev/shm)")
+    for mode in ("on", "off"):
+        with running_gateway(stack.triton_grpc, {"FACECROP_TRITON_SHM": mode}, name=f"shm-{mode}") as url:
+            assert answers(url, photos, params) == auto, mode
+            assert answers(url, tiled, {**params, "detail": "high"}) == auto_high, mode
+        said = transport_lines(LOG_DIR / f"shm-{mode}-gateway.log")
+        assert said == [] if mode == "off" else said[-1].endswith("through system shared memory (/dev/shm)")
+
+
+def private_shm_triton(ports: TritonPorts) -> subprocess.Popen:
+    """Triton in a mount namespace of its own with an empty /dev/shm (as on another host, or a
+    container with a private one): it cannot open the gateway's regions."""
+    command, env = server_command(PRODUCTION_REPOSITORY, BUILD_DIR / "test-private-shm", intra_op_threads=1)
+    command += [f"--http-port={ports.http}", f"--grpc-port={ports.grpc}", f"--metrics-port={ports.metrics}"]
+    command += production_flags()
+    private = 'mount -t tmpfs -o size=512m tmpfs /dev/shm && exec "$@"'
+    log = open(LOG_DIR / "private-shm-triton.log", "ab")  # noqa: SIM115 - owned by the child
+    return subprocess.Popen(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", private, "sh", *command],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def test_auto_falls_back_to_bytes_where_triton_cannot_open_the_regions():
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    ports = TritonPorts(http=free_port(), grpc=free_port(), metrics=free_port())
+    triton = private_shm_triton(ports)
+    data = photo(CROWD).read_bytes()
+    try:
+        wait_until_ok(f"http://127.0.0.1:{ports.http}/v2/health/ready", triton, timeout_s=180)
+        grpc = f"127.0.0.1:{ports.grpc}"
+        with running_gateway(grpc, {"FACECROP_WORKERS": "1"}, name="private-shm-auto") as url:
+            response = requests.post(f"{url}/v1/detect", data=data, headers=JPEG, timeout=60)
+            assert response.status_code == 200 and len(response.json()["faces"]) > 10
+            log = LOG_DIR / "private-shm-auto-gateway.log"
+            [said] = transport_lines(log)
+            assert "as gRPC bytes (Triton cannot open this host's shared memory" in said
+        with running_gateway(
+            grpc, {"FACECROP_WORKERS": "1", "FACECROP_TRITON_SHM": "on"}, name="private-shm-on"
+        ) as url:
+            response = requests.post(f"{url}/v1/detect", data=data, headers=JPEG, timeout=60)
+            assert response.status_code == 503 and response.json()["error"]["code"] == "backend_unavailable"
+        status = requests.get(f"http://127.0.0.1:{ports.http}/v2/systemsharedmemory/status", timeout=5).json()
+        assert status == []  # nothing was left registered
+    finally:
+        stop(triton)
+
+
+def test_triton_restarted_under_load_regions_registered_again_and_nothing_leaked():
+    data = photo(CROWD).read_bytes()
+    env = {"FACECROP_TRITON_SHM": "on", "FACECROP_WORKERS": "1"}
+    with running_stack("shm-restart", env, intra_op_threads=1) as stack:
+        workers = child_pids(stack.gateway_process.pid)
+        outcomes: list[tuple[float, int]] = []
+        flowing = threading.Event()
+        flowing.set()
+
+        def flow() -> None:
+            session = requests.Session()
+            while flowing.is_set():
+                status = session.post(f"{stack.gateway}/v1/detect", data=data, headers=JPEG, timeout=15).status_code
+                outcomes.append((time.monotonic(), status))
+
+        threads = [threading.Thread(target=flow) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        triton = stack.triton_process
+        try:
+            time.sleep(1.5)
+            assert regions_of(workers)
+            stop(triton)
+            stopped_at = time.monotonic()
+            http, grpc = (int(url.rsplit(":", 1)[1]) for url in (stack.triton_http, stack.triton_grpc))
+            triton = start_triton(
+                TritonPorts(http=http, grpc=grpc, metrics=free_port()),
+                BUILD_DIR / "test-shm-restart",
+                intra_op_threads=1,
+                log_path=LOG_DIR / "shm-restart-triton-2.log",
+            )
+            wait_until_ok(f"{stack.triton_http}/v2/health/ready", triton, timeout_s=180)
+            deadline = time.monotonic() + 20
+            while [status for _, status in outcomes[-6:]] != [200] * 6:
+                assert time.monotonic() < deadline, f"no recovery: {outcomes[-6:]}"
+                time.sleep(0.2)
+        finally:
+            flowing.clear()
+            for thread in threads:
+                thread.join(20)
+            registered = requests.get(f"{stack.triton_http}/v2/systemsharedmemory/status", timeout=5).json()
+            stop(triton)
+        assert {status for at, status in outcomes if at > stopped_at} == {200, 503}
+        assert {region["name"] for region in registered} <= set(regions_of(workers))
+        assert registered, "the regions were not registered with the new Triton"
+    assert regions_of(workers) == []  # the stopped gateway gave its regions back
