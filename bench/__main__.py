@@ -194,7 +194,8 @@ def main() -> int:
         rss_after = worker_rss_mib(stack.gateway_process.pid) if stack else []
         if stack:  # the other wire format, through a second gateway on the same Triton
             other = "float32" if settings.wire_format == "uint8" else "uint8"
-            with running_gateway(stack.triton_grpc, {**extra_env, "FACECROP_WIRE_FORMAT": other}) as other_url:
+            with running_gateway(stack.triton_grpc, {**extra_env, "FACECROP_WIRE_FORMAT": other}) as extra:
+                other_url = extra.url
                 for concurrency in (1, 16):
                     rows.append(
                         closed_loop(

@@ -77,14 +77,20 @@ def _is_alive(pid: int) -> bool:
     return True
 
 
+def owner(name: str) -> tuple[str, int] | None:
+    """(host, pid) of the process that made region `name`; None for other files."""
+    match = _NAME.match(name)
+    return (match["host"], int(match["pid"])) if match else None
+
+
 def sweep_stale(directory: Path = SHM_DIR) -> list[str]:
     """Remove this host's regions whose process is gone (a worker killed before it could clean
     up); return their names, which Triton may still have registered."""
     host = host_tag()
     removed = []
     for path in directory.glob(f"{NAME_PREFIX}*"):
-        match = _NAME.match(path.name)
-        if match and match["host"] == host and not _is_alive(int(match["pid"])):
+        made_by = owner(path.name)
+        if made_by and made_by[0] == host and not _is_alive(made_by[1]):
             path.unlink(missing_ok=True)
             removed.append(path.name)
     return removed

@@ -207,14 +207,22 @@ class Stack:
     gateway_process: subprocess.Popen
 
 
+@dataclass(frozen=True)
+class Gateway:
+    url: str  # http://127.0.0.1:PORT
+    process: subprocess.Popen  # gunicorn's master
+
+
 @contextmanager
-def running_gateway(triton_grpc: str, gateway_env: dict[str, str] | None = None, name: str = "extra") -> Iterator[str]:
-    """One more gateway on a free port, for an already running Triton; yields its URL."""
+def running_gateway(
+    triton_grpc: str, gateway_env: dict[str, str] | None = None, name: str = "extra"
+) -> Iterator[Gateway]:
+    """One more gateway on a free port, for an already running Triton."""
     port = free_port()
     gateway = start_gateway(port, triton_grpc, gateway_env, LOG_DIR / f"{name}-gateway.log")
     try:
         wait_until_ok(f"http://127.0.0.1:{port}/readyz", gateway, timeout_s=60)
-        yield f"http://127.0.0.1:{port}"
+        yield Gateway(f"http://127.0.0.1:{port}", gateway)
     finally:
         stop(gateway)
 

@@ -20,6 +20,7 @@ import pytest
 import requests
 from PIL import Image
 
+from gateway.shm import owner
 from local_triton import BUILD_DIR, compose
 from local_triton.processes import free_port
 from tests.support import REPORT_LINES, photo
@@ -196,6 +197,17 @@ def test_requests_spread_over_three_gateways(cpu_stack, pytestconfig):
     )
     # nginx takes the replicas from Docker's DNS answer, re-resolved every 10 s: about a third each.
     assert sum(hits.values()) == SPREAD_REQUESTS and len(hits) == 3 and min(hits.values()) >= 5, hits
+
+
+def test_gateways_send_tensors_through_triton_s_shared_memory(cpu_stack):
+    """Every replica chose shared memory (logged), and Triton's /dev/shm holds the regions of
+    each replica's workers, named by container host name."""
+    said = [line for line in cpu_stack.compose("logs", "gateway").splitlines() if "facecrop: Triton I/O" in line]
+    assert said and all("through system shared memory" in line for line in said), said
+    regions = cpu_stack.compose("exec", "-T", "triton", "ls", "/dev/shm").split()
+    replicas = cpu_stack.compose("ps", "--quiet", "gateway").split()
+    hosts = {made_by[0] for made_by in map(owner, regions) if made_by}
+    assert hosts == {replica[:12] for replica in replicas}, (hosts, replicas)
 
 
 def test_triton_stopped_gives_503_at_once_then_recovers(cpu_stack):

@@ -91,8 +91,8 @@ def keyed_gateway(stack, tmp_path_factory):
     keys_file = tmp_path_factory.mktemp("keys") / "keys"
     keys_file.write_text("file-key-1\n\nfile-key-2\n")
     env = {"FACECROP_API_KEYS": "env-key", "FACECROP_API_KEYS_FILE": str(keys_file), "FACECROP_WORKERS": "1"}
-    with running_gateway(stack.triton_grpc, env, name="keyed") as url:
-        yield url
+    with running_gateway(stack.triton_grpc, env, name="keyed") as extra:
+        yield extra.url
 
 
 @pytest.mark.parametrize("header", [None, "Bearer wrong", "Basic env-key", "Bearer ", "env-key"])
@@ -115,7 +115,8 @@ def test_valid_keys_pass_and_health_stays_open(keyed_gateway, key):
 def test_requests_over_the_in_flight_limit_get_429_at_once(stack):
     env = {"FACECROP_WORKERS": "1", "FACECROP_THREADS": "8", "FACECROP_MAX_IN_FLIGHT": "1"}
     data = photo("demo/widertest_20_Family_Group_Family_Group_20_435.jpg").read_bytes()
-    with running_gateway(stack.triton_grpc, env, name="limited") as url:
+    with running_gateway(stack.triton_grpc, env, name="limited") as extra:
+        url = extra.url
 
         def timed(index: int):
             started = time.monotonic()
@@ -138,7 +139,8 @@ def test_requests_over_the_in_flight_limit_get_429_at_once(stack):
 def test_a_call_over_its_deadline_is_answered_504(stack):
     with running_gateway(
         stack.triton_grpc, {"FACECROP_INFER_TIMEOUT_S": "0.001", "FACECROP_WORKERS": "1"}, name="deadline"
-    ) as url:
+    ) as extra:
+        url = extra.url
         response = post(url, photo(ASTRONAUT).read_bytes())
     assert response.status_code == 504
     assert response.json()["error"]["code"] == "backend_timeout"

@@ -10,8 +10,10 @@ import time
 from pathlib import Path
 
 import requests
+from PIL import Image
 
-from gateway.shm import SHM_DIR, host_tag
+from gateway.shm import SHM_DIR, host_tag, owner
+from gateway.wire import WIRE_FORMATS
 from local_triton.processes import (
     BUILD_DIR,
     LOG_DIR,
@@ -28,20 +30,26 @@ from local_triton.processes import (
     stop,
     wait_until_ok,
 )
-from tests.support import ASTRONAUT, CROWD, photo
+from tests.support import ASTRONAUT, CROWD, encoded, photo, png_declaring
 
 TRANSPORT_LOG = "facecrop: Triton I/O"
 JPEG = {"Content-Type": "image/jpeg"}
+PNG = {"Content-Type": "image/png"}
 
 
 def regions_of(pids: list[int]) -> list[str]:
     """This host's facecrop regions in /dev/shm that belong to `pids`."""
-    prefixes = tuple(f"facecrop-{host_tag()}-{pid}-" for pid in pids)
-    return sorted(p.name for p in SHM_DIR.glob("facecrop-*") if p.name.startswith(prefixes))
+    mine = {(host_tag(), pid) for pid in pids}
+    return sorted(p.name for p in SHM_DIR.glob("facecrop-*") if owner(p.name) in mine)
 
 
 def transport_lines(log: Path, since: int = 0) -> list[str]:
+    """The transport lines a gateway log has after its first `since` lines (logs are appended to)."""
     return [line for line in log.read_text().splitlines()[since:] if TRANSPORT_LOG in line]
+
+
+def line_count(log: Path) -> int:
+    return len(log.read_text().splitlines()) if log.exists() else 0
 
 
 def answers(url: str, paths: list[Path], params: dict) -> list[bytes]:
@@ -66,10 +74,12 @@ def test_shared_memory_on_off_and_auto_answer_byte_for_byte_the_same(stack):
     auto_high = answers(stack.gateway, tiled, {**params, "detail": "high"})
     assert transport_lines(LOG_DIR / "test-gateway.log")[-1].endswith("through system shared memory (/dev/shm)")
     for mode in ("on", "off"):
-        with running_gateway(stack.triton_grpc, {"FACECROP_TRITON_SHM": mode}, name=f"shm-{mode}") as url:
+        since = line_count(LOG_DIR / f"shm-{mode}-gateway.log")
+        with running_gateway(stack.triton_grpc, {"FACECROP_TRITON_SHM": mode}, name=f"shm-{mode}") as extra:
+            url = extra.url
             assert answers(url, photos, params) == auto, mode
             assert answers(url, tiled, {**params, "detail": "high"}) == auto_high, mode
-        said = transport_lines(LOG_DIR / f"shm-{mode}-gateway.log")
+        said = transport_lines(LOG_DIR / f"shm-{mode}-gateway.log", since)
         assert said == [] if mode == "off" else said[-1].endswith("through system shared memory (/dev/shm)")
 
 
@@ -97,15 +107,18 @@ def test_auto_falls_back_to_bytes_where_triton_cannot_open_the_regions():
     try:
         wait_until_ok(f"http://127.0.0.1:{ports.http}/v2/health/ready", triton, timeout_s=180)
         grpc = f"127.0.0.1:{ports.grpc}"
-        with running_gateway(grpc, {"FACECROP_WORKERS": "1"}, name="private-shm-auto") as url:
+        log = LOG_DIR / "private-shm-auto-gateway.log"
+        since = line_count(log)
+        with running_gateway(grpc, {"FACECROP_WORKERS": "1"}, name="private-shm-auto") as extra:
+            url = extra.url
             response = requests.post(f"{url}/v1/detect", data=data, headers=JPEG, timeout=60)
             assert response.status_code == 200 and len(response.json()["faces"]) > 10
-            log = LOG_DIR / "private-shm-auto-gateway.log"
-            [said] = transport_lines(log)
+            [said] = transport_lines(log, since)
             assert "as gRPC bytes (Triton cannot open this host's shared memory" in said
         with running_gateway(
             grpc, {"FACECROP_WORKERS": "1", "FACECROP_TRITON_SHM": "on"}, name="private-shm-on"
-        ) as url:
+        ) as extra:
+            url = extra.url
             response = requests.post(f"{url}/v1/detect", data=data, headers=JPEG, timeout=60)
             assert response.status_code == 503 and response.json()["error"]["code"] == "backend_unavailable"
         status = requests.get(f"http://127.0.0.1:{ports.http}/v2/systemsharedmemory/status", timeout=5).json()
@@ -160,3 +173,19 @@ def test_triton_restarted_under_load_regions_registered_again_and_nothing_leaked
         assert {region["name"] for region in registered} <= set(regions_of(workers))
         assert registered, "the regions were not registered with the new Triton"
     assert regions_of(workers) == []  # the stopped gateway gave its regions back
+
+
+def test_regions_are_sized_by_the_canonical_shapes_never_by_the_request(stack):
+    """A 36-megapixel photo with detail=high (3x3 tiles) makes the largest batch; a header that
+    declares more pixels than allowed is refused before any region is made for it."""
+    huge = Image.open(photo(CROWD)).convert("RGB").resize((6000, 6000))
+    response = requests.post(
+        f"{stack.gateway}/v1/detect", data=encoded(huge, "JPEG", quality=80), params={"detail": "high"}, headers=JPEG
+    )
+    assert response.status_code == 200
+    refused = requests.post(f"{stack.gateway}/v1/detect", data=png_declaring(60_000, 60_000), headers=PNG)
+    assert refused.status_code == 413
+    wire = WIRE_FORMATS["uint8"]
+    tiles = 9 * (1024 * 1024 * 3 + wire.output_bytes(1024, 1024))
+    largest = max(p.stat().st_size for p in map(SHM_DIR.joinpath, regions_of(child_pids(stack.gateway_process.pid))))
+    assert largest <= tiles + (2 << 20), largest

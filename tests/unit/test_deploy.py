@@ -94,7 +94,7 @@ def test_triton_service():
         "TRITON_METRICS_PORT": (8002, 8002),
     }
     assert "/v2/health/ready" in " ".join(triton["healthcheck"]["test"])
-    assert triton["restart"] == "unless-stopped" and triton["shm_size"]
+    assert triton["restart"] == "unless-stopped"
     assert triton["depends_on"]["model-init"]["condition"] == "service_completed_successfully"
 
 
@@ -114,7 +114,14 @@ def test_model_init_writes_the_models_volume():
     init = compose()["services"]["model-init"]
     assert init["build"]["dockerfile"] == "deploy/model-init/Dockerfile"
     assert init["volumes"] == ["models:/models"] and init["restart"] == "no"
-    assert set(compose()["volumes"]) == {"models", "trt-cache"}
+    assert set(compose()["volumes"]) == {"models", "trt-cache", "triton-shm"}
+
+
+def test_gateways_share_triton_s_dev_shm():
+    services, volumes = compose()["services"], compose()["volumes"]
+    assert "triton-shm:/dev/shm" in services["triton"]["volumes"]
+    assert services["gateway"]["volumes"] == ["triton-shm:/dev/shm"]
+    assert volumes["triton-shm"]["driver_opts"]["type"] == "tmpfs" and "shm_size" not in services["triton"]
 
 
 def without_resets(value: object) -> object:
@@ -290,7 +297,7 @@ def kustomize(tmp_path: Path, components: list[str]) -> Path:
 
 def test_kubernetes_components_render_and_validate(tmp_path):
     components = sorted(p.name for p in (KUBERNETES / "components").iterdir())
-    assert components == ["nvidia-runtime", "trt-cache-pvc"]
+    assert components == ["gateway-beside-triton", "nvidia-runtime", "trt-cache-pvc"]
     rendered = kustomize(tmp_path, components)
     result = run(str(BIN / "kubernetes-validate"), "--strict", "--quiet", str(rendered))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -300,6 +307,21 @@ def test_kubernetes_components_render_and_validate(tmp_path):
     (cache,) = [v for v in pod["volumes"] if v["name"] == "trt-cache"]
     assert cache == {"name": "trt-cache", "persistentVolumeClaim": {"claimName": "triton-trt-cache"}}
     assert docs[("PersistentVolumeClaim", "triton-trt-cache")]["spec"]["accessModes"] == ["ReadWriteMany"]
+    # gateway-beside-triton: a gateway in each Triton pod on the pod's memory-backed /dev/shm
+    (shm,) = [v for v in pod["volumes"] if v["name"] == "shm"]
+    assert shm["emptyDir"]["medium"] == "Memory"
+    (gateway,) = [c for c in pod["containers"] if c["name"] == "gateway"]
+    env = {e["name"]: e["value"] for e in gateway["env"]}
+    assert env["FACECROP_TRITON_URL"] == "127.0.0.1:8001" and env["FACECROP_TRITON_SHM"] == "on"
+    assert {"name": "shm", "mountPath": "/dev/shm"} in gateway["volumeMounts"]
+    assert ("Deployment", "gateway") not in docs and ("HorizontalPodAutoscaler", "gateway") not in docs
+    assert docs[("Service", "gateway")]["spec"]["selector"] == {"app.kubernetes.io/name": "triton"}
+
+
+def test_gateways_in_their_own_pods_send_bytes():
+    (deployment, *_) = yaml.safe_load_all((KUBERNETES / "gateway.yaml").read_text())
+    env = {e["name"]: e["value"] for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["FACECROP_TRITON_SHM"] == "off"
 
 
 def triton_flags() -> dict[str, list[str]]:

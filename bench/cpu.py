@@ -1,0 +1,128 @@
+"""The gateway's CPU per request, Triton I/O through shared memory and as gRPC bytes, side by side.
+
+`make bench` runs it on its stack; `python -m bench.cpu` alone starts one. Two gateways serve
+the same Triton, one with FACECROP_TRITON_SHM=on, one with off; rounds alternate between them
+so drift of the machine falls on both. For each photo class, photos are sent one at a time
+(`/v1/detect`, raw body) and the OS's CPU time is read from /proc:
+
+  gateway CPU   every gunicorn process of that gateway, per request
+  Triton CPU    tritonserver and its Python-backend stubs, per request
+  floor         in this process: the JPEG decode at the reduction the gateway uses, plus the
+                area (shrinking) or bilinear (enlarging) resize to the model's size
+
+and, for a GPU host where the model is cheap, the images per second one gateway core can feed
+(1000 / gateway CPU ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from bench.phone import phone_photos, process_cpu_s
+from bench.workload import must_succeed, service_call
+from gateway.decode import JPEG_REDUCTIONS, jpeg_reduction, read_header, upright_size
+from gateway.preprocess import scale_for
+from local_triton.processes import SHARED_FACES, Stack, running_gateway, running_stack
+
+TRANSPORTS = ("on", "off")
+
+
+def photo_classes() -> dict[str, list[bytes]]:
+    """1024-pixel originals, small photos the gateway enlarges, and 12 MP EXIF-rotated ones."""
+
+    def first(name: str, count: int) -> list[bytes]:
+        return [p.read_bytes() for p in sorted((SHARED_FACES / name / "images").glob("*.jpg"))[:count]]
+
+    return {
+        "1024-px photos (wider_val_native)": first("wider_val_native", 12),
+        "small photos, enlarged (facemask)": first("facemask", 12),
+        "12 MP phone photos, EXIF 6 every second": phone_photos(8),
+    }
+
+
+def floor_cpu_ms(photos: list[bytes], target_size: int = 1024, rounds: int = 3) -> float:
+    """CPU ms per photo of the decode at the gateway's JPEG reduction plus one resize to the model's size."""
+    cv2.setNumThreads(1)
+    started = time.process_time()
+    for _ in range(rounds):
+        for data in photos:
+            header = read_header(data, 50_000_000)
+            width, height = upright_size(header)
+            flags = JPEG_REDUCTIONS[jpeg_reduction(header, scale_for(height, width, target_size))]
+            pixels = cv2.imdecode(np.frombuffer(data, np.uint8), flags | cv2.IMREAD_IGNORE_ORIENTATION)
+            rows, cols = pixels.shape[:2]
+            scale = target_size / max(rows, cols)
+            size = (round(cols * scale), round(rows * scale))
+            cv2.resize(pixels, size, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
+    return (time.process_time() - started) / (rounds * len(photos)) * 1000
+
+
+@dataclass
+class CpuTotals:
+    requests: int = 0
+    gateway_s: float = 0.0
+    triton_s: float = 0.0
+
+    def per_request_ms(self) -> tuple[float, float]:
+        return self.gateway_s / self.requests * 1000, self.triton_s / self.requests * 1000
+
+
+def measure(stack: Stack, gateways: dict[str, tuple[str, int]], photos: list[bytes], rounds: int) -> dict:
+    """Alternating rounds over the gateways (mode -> (url, master pid)); CPU totals per mode."""
+    calls = {mode: must_succeed(service_call(url)) for mode, (url, _) in gateways.items()}
+    totals = {mode: CpuTotals() for mode in gateways}
+    for mode in gateways:  # warm-up: connections, regions, caches
+        for data in photos[:2]:
+            calls[mode](data)
+    for _ in range(rounds):
+        for mode, (_, pid) in gateways.items():
+            gateway_before, triton_before = process_cpu_s(pid), process_cpu_s(stack.triton_process.pid)
+            for data in photos:
+                calls[mode](data)
+            time.sleep(0.05)  # the last CPU ticks land
+            totals[mode].requests += len(photos)
+            totals[mode].gateway_s += process_cpu_s(pid) - gateway_before
+            totals[mode].triton_s += process_cpu_s(stack.triton_process.pid) - triton_before
+    return totals
+
+
+def report(stack: Stack, gateway_env: dict[str, str], rounds: int = 4) -> str:
+    """The table (markdown) for `stack`'s Triton, with one gateway per transport."""
+    lines = [
+        "| photos (c=1, /v1/detect) | Triton I/O | gateway CPU ms | Triton CPU ms | floor ms | gateway / floor "
+        "| images/s per gateway core (GPU host) |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    with (
+        running_gateway(stack.triton_grpc, {**gateway_env, "FACECROP_TRITON_SHM": "on"}, "cpu-shm") as shm,
+        running_gateway(stack.triton_grpc, {**gateway_env, "FACECROP_TRITON_SHM": "off"}, "cpu-bytes") as plain,
+    ):
+        gateways = {"on": (shm.url, shm.process.pid), "off": (plain.url, plain.process.pid)}
+        for name, photos in photo_classes().items():
+            floor = floor_cpu_ms(photos)
+            totals = measure(stack, gateways, photos, rounds)
+            for mode in TRANSPORTS:
+                gateway_ms, triton_ms = totals[mode].per_request_ms()
+                transport = "shared memory" if mode == "on" else "gRPC bytes"
+                lines.append(
+                    f"| {name} | {transport} | {gateway_ms:.1f} | {triton_ms:.1f} | {floor:.1f} "
+                    f"| **{gateway_ms / floor:.2f}x** | {1000 / gateway_ms:.0f} |"
+                )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=4)
+    args = parser.parse_args()
+    with running_stack("bench-cpu", intra_op_threads=2) as stack:
+        print(report(stack, {}, args.rounds))
+
+
+if __name__ == "__main__":
+    main()
