@@ -50,7 +50,7 @@ CHANNEL_ARGS = [
 CALL_ATTEMPTS = 2
 
 REGION_QUANTUM = 1 << 20  # regions are made in whole MiB, so a few sizes serve every request
-KEPT_REGION_BYTES = 64 << 20  # idle regions a worker keeps for reuse; more are given back
+KEPT_REGION_BYTES = 32 << 20  # idle regions a worker keeps for reuse (a 3x3 tile batch); more are given back
 TRANSPORT_MODES = ("auto", "on", "off")
 
 
@@ -105,49 +105,51 @@ class TritonModel:
 
     @contextlib.contextmanager
     def batch(self, shape: tuple[int, ...]) -> Iterator[Batch]:
-        """An input of `shape` in a shared-memory region (or ordinary memory, for bytes) and its
-        submit; the region goes back to the pool once the call is over."""
+        """An input of `shape` in a shared-memory region (or ordinary memory, for bytes); the
+        region goes back to the pool once every call made on it is over."""
         regions = self.regions
         if regions is not None and not regions.decided:
             regions.decide()
         if regions is None or not self.shm_active:
-            tensor = np.empty(shape, self.wire.dtype)
-            yield Batch(tensor, lambda: PendingCall(self, lambda: self._start(tensor, None)))
+            yield self._batch(np.empty(shape, self.wire.dtype), None, [])
             return
         layout = self.wire.layout(*shape[1:3] if self.wire.channels_last else shape[2:4])
         tensor_bytes = shm.aligned(int(np.prod(shape)) * np.dtype(self.wire.dtype).itemsize)
         region = regions.lease(tensor_bytes + shape[0] * sum(_nbytes(s, d) for _, s, d in layout) + 1024)
-        calls: list[PendingCall] = []
-
-        def submit() -> PendingCall:
-            calls.append(PendingCall(self, lambda: self._start(tensor, region)))
-            return calls[-1]
-
-        tensor = region.array(shape, self.wire.dtype)
+        in_flight: list[PendingCall] = []
         try:
-            yield Batch(tensor, submit)
+            yield self._batch(region.array(shape, self.wire.dtype), region, in_flight)
         finally:
-            for call in calls:
+            for call in in_flight:
                 call.settle()  # Triton must be done with the region before it is reused
             regions.release(region)
 
-    def _start(self, tensor: np.ndarray, region: shm.Region | None) -> Future:
-        """Send one inference; a future of the outputs (arrays of their own, not views of a region)."""
-        future: Future = Future()
+    def _batch(self, tensor: np.ndarray, region: shm.Region | None, in_flight: list[PendingCall]) -> Batch:
+        def submit() -> PendingCall:
+            in_flight.append(PendingCall(self, tensor, region, self._start(tensor, region)))
+            return in_flight[-1]
+
+        return Batch(tensor, submit, lambda: PendingCall(self, tensor, region).result())
+
+    def _request(
+        self, tensor: np.ndarray, region: shm.Region | None
+    ) -> tuple[dict, dict[str, tuple[int, tuple[int, ...], type[np.generic]]], shm.Region | None]:
+        """The arguments of an infer call for `tensor`: as bytes, or by place in its region
+        (registered first); also where each output will be in the region, and the region used."""
         model_input = grpcclient.InferInput(INPUT_NAME, list(tensor.shape), self.wire.triton_datatype)
         outputs = [grpcclient.InferRequestedOutput(name) for name in self.wire.output_names]
         places: dict[str, tuple[int, tuple[int, ...], type[np.generic]]] = {}
+        if region is not None and self.regions is not None:
+            try:
+                self.regions.register(region)
+            except InferenceServerException as error:
+                if _is_transient(error) or self._required:
+                    raise
+                self._use_bytes(f"Triton can no longer open this host's shared memory: {error.message()}")
+                region = None  # the batch is sent as bytes from its region
         if region is None:
             model_input.set_data_from_numpy(tensor)
         else:
-            try:
-                self.regions.register(region)  # type: ignore[union-attr]
-            except InferenceServerException as error:
-                if _is_transient(error) or self._required:
-                    future.set_exception(error)
-                    return future
-                self._use_bytes(f"Triton can no longer open this host's shared memory: {error.message()}")
-                return self._start(tensor, None)  # the batch is sent as bytes from its region
             model_input.set_shared_memory(region.name, tensor.nbytes)
             offset = shm.aligned(tensor.nbytes)
             height, width = tensor.shape[1:3] if self.wire.channels_last else tensor.shape[2:4]
@@ -156,27 +158,49 @@ class TritonModel:
                 output.set_shared_memory(region.name, size, offset)
                 places[name] = (offset, (len(tensor), *shape), dtype)
                 offset = shm.aligned(offset + size)
+        arguments = {
+            "model_name": self.model_name,
+            "inputs": [model_input],
+            "outputs": outputs,
+            "client_timeout": self.timeout_s,
+        }
+        return arguments, places, region
+
+    def _outputs(self, result: grpcclient.InferResult, region: shm.Region | None, places: dict) -> list[ModelOutputs]:
+        """Each image's outputs, in arrays of their own (never views of a region that is reused)."""
+        if region is None:
+            named = {name: result.as_numpy(name) for name in self.wire.output_names}
+        else:
+            named = {
+                name: region.array(_answered_shape(result, name, shape), dtype, offset).copy()
+                for name, (offset, shape, dtype) in places.items()
+            }
+        return self.wire.outputs(named)
+
+    def _call(self, tensor: np.ndarray, region: shm.Region | None) -> list[ModelOutputs]:
+        """One blocking inference (on this thread: no thread of gRPC's is started for it)."""
+        arguments, places, region = self._request(tensor, region)
+        return self._outputs(self._client().infer(**arguments), region, places)
+
+    def _start(self, tensor: np.ndarray, region: shm.Region | None) -> Future:
+        """One inference sent now, its outputs in a future (while the caller prepares more)."""
+        future: Future = Future()
+        try:
+            arguments, places, region = self._request(tensor, region)
+        except InferenceServerException as error:
+            future.set_exception(error)
+            return future
 
         def done(result, error) -> None:
-            if error is not None:
-                future.set_exception(error)
-                return
             try:
-                if region is None:
-                    named = {name: result.as_numpy(name) for name in self.wire.output_names}
-                else:
-                    named = {
-                        name: region.array(_answered_shape(result, name, shape), dtype, offset).copy()
-                        for name, (offset, shape, dtype) in places.items()
-                    }
-                future.set_result(self.wire.outputs(named))
+                if error is not None:
+                    raise error
+                future.set_result(self._outputs(result, region, places))
             except Exception as failure:
                 future.set_exception(failure)
 
         try:
-            self._client().async_infer(
-                self.model_name, [model_input], done, outputs=outputs, client_timeout=self.timeout_s
-            )
+            self._client().async_infer(callback=done, **arguments)
         except InferenceServerException as error:
             future.set_exception(error)
         return future
@@ -249,38 +273,37 @@ def _is_region_unknown(error: InferenceServerException) -> bool:
 
 
 class PendingCall:
-    """One inference in flight: `result()` waits, makes an UNAVAILABLE call once more, registers
-    a region again where Triton forgot it, and maps failures to API errors."""
+    """One inference: `result()` waits for the call already sent (if any) or makes it, makes an
+    UNAVAILABLE call once more, registers a region again where Triton forgot it, and maps
+    failures to API errors. Calls after the first are blocking."""
 
-    def __init__(self, model: TritonModel, start: Callable[[], Future]):
-        self._model, self._start = model, start
-        self._future = start()
-        self._settled = False
+    def __init__(self, model: TritonModel, tensor: np.ndarray, region: shm.Region | None, sent: Future | None = None):
+        self._model, self._tensor, self._region = model, tensor, region
+        self._sent = sent
 
     def result(self) -> list[ModelOutputs]:
         attempts_left, registrations_left = CALL_ATTEMPTS, 1
-        try:
-            while True:
-                try:
-                    return self._future.result()
-                except InferenceServerException as error:
-                    regions = self._model.regions
-                    if _is_region_unknown(error) and regions is not None and registrations_left:
-                        registrations_left -= 1
-                        regions.forget_registrations()
-                    elif _is_unavailable(error) and attempts_left > 1:
-                        attempts_left -= 1
-                    else:
-                        raise _api_error(error) from None
-                    self._future = self._start()
-        finally:
-            self._settled = True
+        while True:
+            try:
+                if self._sent is not None:
+                    return self._sent.result()
+                return self._model._call(self._tensor, self._region)
+            except InferenceServerException as error:
+                self._sent = None
+                regions = self._model.regions
+                if _is_region_unknown(error) and regions is not None and registrations_left:
+                    registrations_left -= 1
+                    regions.forget_registrations()
+                elif _is_unavailable(error) and attempts_left > 1:
+                    attempts_left -= 1
+                else:
+                    raise _api_error(error) from None
 
     def settle(self) -> None:
         """Wait until Triton is done with the call's memory, whatever the outcome."""
-        if not self._settled:
+        if self._sent is not None:
             with contextlib.suppress(Exception):
-                self._future.exception(timeout=self._model.timeout_s + 1)
+                self._sent.exception(timeout=self._model.timeout_s + 1)
 
 
 def _api_error(error: InferenceServerException) -> BackendUnavailable | BackendTimeout:

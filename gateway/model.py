@@ -19,11 +19,13 @@ class Pending(Protocol):
 
 @dataclass(frozen=True)
 class Batch:
-    """A model input to write into (`tensor`, the wire format's layout and dtype), and `submit`,
-    which starts the model on it. Valid inside the `Model.batch` context that made it."""
+    """A model input to write into (`tensor`, the wire format's layout and dtype), then either
+    `run` (the outputs, once the model has answered) or `submit` (the call sent now, waited for
+    later, while the caller prepares another batch). Valid inside the `Model.batch` context."""
 
     tensor: np.ndarray
     submit: Callable[[], Pending]
+    run: Callable[[], list[ModelOutputs]]
 
 
 class Model(Protocol):
@@ -52,11 +54,11 @@ def in_process_batch(
 ) -> Iterator[Batch]:
     """A batch in ordinary memory, run by `run` when submitted (models in the same process)."""
     tensor = np.empty(shape, dtype)
-    yield Batch(tensor, lambda: Done(run(tensor)))
+    yield Batch(tensor, lambda: Done(run(tensor)), lambda: run(tensor))
 
 
 def infer(model: Model, tensor: np.ndarray) -> list[ModelOutputs]:
     """Run a tensor made elsewhere through `model` (copied into one of its batches)."""
     with model.batch(tensor.shape) as batch:
         batch.tensor[...] = tensor
-        return batch.submit().result()
+        return batch.run()

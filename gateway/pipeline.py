@@ -51,10 +51,10 @@ def run_detection(
     with ExitStack() as batches:
         batch = batches.enter_context(model.batch(batch_shape(1, plan.size, wire)))
         fill_input(batch.tensor[0], image.pixels, plan.scale, wire, timer)
-        with timer.stage("infer"):
-            pending = batch.submit()
-        tiling, tile_pending = None, None
+        tiling, tile_outputs = None, []
         if tiled:  # prepared and sent while the standard pass runs
+            with timer.stage("infer"):
+                pending = batch.submit()
             with timer.stage("resize"):
                 scaled = rescale(image.pixels, tiled / image.scale[0])
             tiling = plan_tiles(
@@ -65,10 +65,11 @@ def run_detection(
                 fill_tiles(tile_batch.tensor, scaled, tiling, wire)
             del scaled
             with timer.stage("infer"):
-                tile_pending = tile_batch.submit()
-        with timer.stage("infer"):
-            [outputs] = pending.result()
-            tile_outputs = tile_pending.result() if tile_pending else []
+                tile_outputs = tile_batch.run()
+                [outputs] = pending.result()
+        else:
+            with timer.stage("infer"):
+                [outputs] = batch.run()
     with timer.stage("postprocess"):
         min_score = options.min_confidence / 100
         found = [candidates(outputs, plan.size, min_score).scaled((0, 0), plan.scale)]
