@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 MODEL := model_repository/retinaface_uint8/1/model.onnx
 
-.PHONY: serve stop test lint bench soak model venv clean gpu-check up-cpu down-cpu
+.PHONY: serve stop test lint bench profile soak model venv clean gpu-check up-cpu down-cpu
 
 # The virtual environment, from the exact pins in the lock files (no resolution at install).
 $(VENV)/.installed: requirements-dev.lock gateway/requirements.lock client/pyproject.toml
@@ -47,6 +47,10 @@ test: lint $(MODEL) $(CHROMIUM)
 
 bench: $(MODEL)
 	$(PY) -m bench --results build/bench-results.md
+
+# Where the gateway's CPU goes, per photo class (py-spy): collapsed stacks in build/profile/, top functions printed.
+profile: $(MODEL)
+	$(PY) -m bench.profile
 
 # Five minutes at the measured capacity on loopback; prints a table, fails on errors or memory growth.
 soak: $(MODEL)

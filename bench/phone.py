@@ -3,8 +3,7 @@ bench time from the shared photos (never stored), sent one at a time to the loca
 
 Reports the gateway's CPU per image (all gunicorn processes, from /proc) for /v1/detect and a
 512x512 /v1/crop, split by stage (the gateway's own per-request CPU timings, from its log),
-against a floor for the same bytes in-process: OpenCV's JPEG decode at 1/2 scale in the DCT
-(IMREAD_REDUCED_COLOR_2) plus an area resize to 1024 pixels.
+against bench.cpu's decode + resize floor for the same bytes.
 """
 
 from __future__ import annotations
@@ -16,15 +15,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import cv2
-import numpy as np
 from PIL import Image
 
 from bench.workload import must_succeed, service_call
 from local_triton.processes import LOG_DIR, SHARED_FACES, child_pids
 
 PHONE_SIZE = (4032, 3024)
-STAGES = ("decode", "orient", "resize", "preprocess", "infer", "postprocess", "crop", "encode")
+STAGES = ("decode", "resize", "preprocess", "infer", "postprocess", "crop", "encode")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -41,18 +38,6 @@ def phone_photos(count: int = 8) -> list[bytes]:
         stored.save(buffer, "JPEG", quality=90, exif=exif)
         photos.append(buffer.getvalue())
     return photos
-
-
-def floor_cpu_ms(photos: list[bytes], rounds: int = 3) -> float:
-    """CPU ms per image of a reduced OpenCV decode plus an area resize to 1024 pixels, in-process."""
-    started = time.process_time()
-    for _ in range(rounds):
-        for data in photos:
-            pixels = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_REDUCED_COLOR_2)
-            height, width = pixels.shape[:2]
-            scale = 1024 / max(height, width)
-            cv2.resize(pixels, (round(width * scale), round(height * scale)), interpolation=cv2.INTER_AREA)
-    return (time.process_time() - started) / (rounds * len(photos)) * 1000
 
 
 def process_cpu_s(pid: int) -> float:

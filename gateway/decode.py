@@ -3,7 +3,8 @@
 JPEGs are decoded only at the resolution the work needs: libjpeg scales by 1/2, 1/4 or 1/8
 inside the DCT (a proper low-pass, and far fewer pixels to produce), so a 12-megapixel phone
 photo for a 1024-pixel detection is decoded at 2016x1512, never at full size. Other formats
-are decoded in full. EXIF orientation is applied to whatever was decoded.
+are decoded in full. EXIF orientation is applied only when upright pixels are asked for: the
+model's input is resized from the stored pixels and only the small result turned upright.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import io
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import cv2
 import numpy as np
@@ -42,21 +44,33 @@ JPEG_REDUCTIONS = {
 
 @dataclass(frozen=True)
 class DecodedImage:
-    """Upright pixels, possibly reduced, and the upright size of the original they stand for."""
+    """Decoded pixels, possibly reduced, and the upright size of the original they stand for."""
 
-    pixels: np.ndarray  # h x w x 3, uint8, BGR, EXIF orientation applied
+    stored: np.ndarray  # h x w x 3, uint8, BGR, as stored: EXIF orientation not yet applied
     format: str  # the container format, as Pillow names it: JPEG, PNG, WEBP, ...
     size: tuple[int, int]  # (W, H) of the upright original: the coordinates the API answers in
+    orientation: int = 1  # EXIF orientation (1-8) of `stored`
+
+    @cached_property
+    def pixels(self) -> np.ndarray:
+        """The pixels upright, turned on first use."""
+        return apply_orientation(self.stored, self.orientation)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(H, W) of the upright pixels."""
+        height, width = self.stored.shape[:2]
+        return (width, height) if self.orientation >= 5 else (height, width)
 
     @property
     def scale(self) -> np.ndarray:
         """Decoded pixels per original pixel, (x, y): 1 for a full decode, about 1/2 to 1/8 reduced."""
-        height, width = self.pixels.shape[:2]
+        height, width = self.shape
         return np.array([width / self.size[0], height / self.size[1]])
 
     @property
     def is_full_size(self) -> bool:
-        return self.pixels.shape[1::-1] == self.size
+        return self.shape[::-1] == self.size
 
 
 def read_header(data: bytes, max_pixels: int) -> ImageHeader:
@@ -89,21 +103,27 @@ def _orientation(image: Image.Image) -> int:
     return value if value in range(1, 9) else 1
 
 
-ORIENTATIONS: dict[int, Callable[[np.ndarray], np.ndarray]] = {
-    1: lambda p: p,
-    2: lambda p: cv2.flip(p, 1),
-    3: lambda p: cv2.rotate(p, cv2.ROTATE_180),
-    4: lambda p: cv2.flip(p, 0),
-    5: cv2.transpose,
-    6: lambda p: cv2.rotate(p, cv2.ROTATE_90_CLOCKWISE),
-    7: lambda p: cv2.flip(cv2.transpose(p), -1),
-    8: lambda p: cv2.rotate(p, cv2.ROTATE_90_COUNTERCLOCKWISE),
+ORIENTATIONS: dict[int, Callable[[np.ndarray, np.ndarray | None], np.ndarray]] = {
+    1: lambda p, out: p if out is None else _copied(p, out),
+    2: lambda p, out: cv2.flip(p, 1, dst=out),
+    3: lambda p, out: cv2.rotate(p, cv2.ROTATE_180, dst=out),
+    4: lambda p, out: cv2.flip(p, 0, dst=out),
+    5: lambda p, out: cv2.transpose(p, dst=out),
+    6: lambda p, out: cv2.rotate(p, cv2.ROTATE_90_CLOCKWISE, dst=out),
+    7: lambda p, out: cv2.transpose(cv2.flip(p, -1), dst=out),
+    8: lambda p, out: cv2.rotate(p, cv2.ROTATE_90_COUNTERCLOCKWISE, dst=out),
 }
 
 
-def apply_orientation(pixels: np.ndarray, orientation: int) -> np.ndarray:
-    """Turn pixels stored with EXIF `orientation` (1-8) upright, as a viewer would show them."""
-    return ORIENTATIONS[orientation](pixels)
+def _copied(pixels: np.ndarray, out: np.ndarray) -> np.ndarray:
+    out[...] = pixels
+    return out
+
+
+def apply_orientation(pixels: np.ndarray, orientation: int, out: np.ndarray | None = None) -> np.ndarray:
+    """Turn pixels stored with EXIF `orientation` (1-8) upright, as a viewer would show them;
+    into `out` (of the upright shape) where given."""
+    return ORIENTATIONS[orientation](pixels, out)
 
 
 def upright_size(header: ImageHeader) -> tuple[int, int]:
@@ -137,11 +157,8 @@ def decode_pixels(data: bytes, reduction: int = 1) -> np.ndarray:
 def decode_image(
     data: bytes, header: ImageHeader, min_scale: float = 1.0, timer: StageTimer | None = None
 ) -> DecodedImage:
-    """Decode the image `read_header` checked (a JPEG reduced as far as `min_scale`, the fraction
-    of each side the work needs, allows) and orient the pixels."""
-    timer = timer or StageTimer()
-    with timer.stage("decode"):
-        pixels = decode_pixels(data, jpeg_reduction(header, min_scale))
-    with timer.stage("orient"):
-        pixels = apply_orientation(pixels, header.orientation)
-    return DecodedImage(pixels=pixels, format=header.format, size=upright_size(header))
+    """Decode the image `read_header` checked, a JPEG reduced as far as `min_scale` (the fraction
+    of each side the work needs) allows; the pixels are turned upright on first use."""
+    with (timer or StageTimer()).stage("decode"):
+        stored = decode_pixels(data, jpeg_reduction(header, min_scale))
+    return DecodedImage(stored=stored, format=header.format, size=upright_size(header), orientation=header.orientation)

@@ -27,13 +27,24 @@ worker_tmp_dir = "/dev/shm"
 control_socket_disable = True
 
 
-def post_fork(server, worker):
-    """Pin glibc's mmap threshold at 1 MiB in each worker, and keep OpenCV on the calling thread.
+# glibc malloc in each worker (mallopt parameters; measured with `make bench` and bench/cpu.py).
+MALLOC_SETTINGS = {
+    -3: 16 * 1024 * 1024,  # M_MMAP_THRESHOLD: buffers up to 16 MiB come from the heap
+    -1: 24 * 1024 * 1024,  # M_TRIM_THRESHOLD: the heap keeps up to 24 MiB free for the next request
+    -8: 1,  # M_ARENA_MAX: one heap shared by the threads, not eight per core
+}
 
-    Decoded photos and model tensors are multi-megabyte buffers. glibc raises its mmap
-    threshold after freeing such a buffer and then serves the next ones from the heap,
-    which fragments: workers grew to ~130-175 MiB over a thousand requests. With a fixed
-    threshold every large buffer is mmapped and returned on free; RSS stays flat (~100 MiB).
+
+def post_fork(server, worker):
+    """Tune glibc's malloc in each worker, and keep OpenCV on the calling thread.
+
+    A worker's large buffers (the request body, the decoded photo: 9 MB for a 12 MP JPEG
+    decoded at 1/2) are allocated and freed on every request. Served by fresh mmaps, each
+    4 KiB page faults on first touch: ~5,300 faults and ~17 ms of CPU per 12 MP photo on a
+    2-core VM, more than half the decode. Served from a heap that keeps up to 24 MiB free
+    they fault once; a fixed mmap threshold (glibc would otherwise raise it after each large
+    free) still sends the rare huge buffer to its own mmap, and one arena rather than one
+    per thread keeps fragmentation, and RSS, bounded (bench/RESULTS.md).
 
     Requests already run in parallel on the workers' threads; OpenCV's own thread pool would
     split each resize and rotation over every core again, spending CPU on coordination.
@@ -46,9 +57,10 @@ def post_fork(server, worker):
 
     cv2.setNumThreads(1)
 
-    m_mmap_threshold = -3
     with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to tune
-        ctypes.CDLL(ctypes.util.find_library("c")).mallopt(m_mmap_threshold, 1024 * 1024)
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        for parameter, value in MALLOC_SETTINGS.items():
+            libc.mallopt(parameter, value)
 
 
 def _model(worker):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from gateway.decode import apply_orientation
 from gateway.timing import StageTimer
 from gateway.wire import WireFormat
 
@@ -57,7 +58,11 @@ def rescale(pixels: np.ndarray, scale: float) -> np.ndarray:
     size = (max(1, round(width * scale)), max(1, round(height * scale)))
     if size == (width, height):
         return pixels
-    return cv2.resize(pixels, size, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
+    return cv2.resize(pixels, size, interpolation=_interpolation(scale))
+
+
+def _interpolation(scale: float) -> int:
+    return cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR
 
 
 def batch_shape(count: int, size: tuple[int, int], wire: WireFormat) -> tuple[int, int, int, int]:
@@ -67,23 +72,29 @@ def batch_shape(count: int, size: tuple[int, int], wire: WireFormat) -> tuple[in
 
 
 def fill_input(
-    slot: np.ndarray, pixels: np.ndarray, scale: float, wire: WireFormat, timer: StageTimer | None = None
+    slot: np.ndarray,
+    pixels: np.ndarray,
+    scale: float,
+    wire: WireFormat,
+    timer: StageTimer | None = None,
+    orientation: int = 1,
 ) -> None:
-    """Write `pixels` scaled by `scale` into the top-left of one input `slot` ([H, W, 3] or
-    [3, H, W]) and pad the rest, in place: for uint8 the resize writes straight into the slot
-    (a shared-memory region, say) and the padding is the mean colour; for float32 the pixels
-    minus the mean, zero padding."""
+    """Write `pixels` (stored with EXIF `orientation`) scaled by `scale` and turned upright into the
+    top-left of one input `slot` ([H, W, 3] or [3, H, W]) and pad the rest, in place: for uint8
+    the resize writes straight into the slot (a shared-memory region, say) and the padding is the
+    mean colour; for float32 the pixels minus the mean, zero padding. Turning the resized image
+    rather than the decoded one costs a fraction of the work."""
     timer = timer or StageTimer()
     if wire.channels_last:
         with timer.stage("resize"):
-            content = _resized_into(pixels, scale, slot)
+            content = _resized_into(pixels, scale, orientation, slot)
         with timer.stage("preprocess"):
             mean_row = np.tile(BGR_MEAN, (slot.shape[1], 1))  # rows copied whole: far faster than broadcasting 3 bytes
             slot[: content[0], content[1] :] = mean_row[content[1] :]
             slot[content[0] :] = mean_row
         return
     with timer.stage("resize"):
-        resized = rescale(pixels, scale)
+        resized = apply_orientation(rescale(pixels, scale), orientation)
     with timer.stage("preprocess"):
         rows, cols = resized.shape[:2]
         np.subtract(resized.transpose(2, 0, 1), BGR_MEAN.reshape(3, 1, 1), out=slot[:, :rows, :cols], dtype=np.float32)
@@ -91,16 +102,18 @@ def fill_input(
         slot[:, rows:] = 0
 
 
-def _resized_into(pixels: np.ndarray, scale: float, slot: np.ndarray) -> tuple[int, int]:
-    """`rescale(pixels, scale)` written into the top-left of `slot` (no intermediate image); its (H, W)."""
+def _resized_into(pixels: np.ndarray, scale: float, orientation: int, slot: np.ndarray) -> tuple[int, int]:
+    """`rescale(pixels, scale)` turned upright into the top-left of `slot`; its (H, W). Upright
+    pixels are resized straight into the slot; others through one small intermediate image."""
     height, width = pixels.shape[:2]
     size = (max(1, round(width * scale)), max(1, round(height * scale)))
-    target = slot[: size[1], : size[0]]
-    if size == (width, height):
-        target[...] = pixels
+    rows, cols = (size[0], size[1]) if orientation >= 5 else (size[1], size[0])
+    target = slot[:rows, :cols]
+    if orientation == 1 and size != (width, height):
+        cv2.resize(pixels, size, dst=target, interpolation=_interpolation(scale))
     else:
-        cv2.resize(pixels, size, dst=target, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
-    return size[1], size[0]
+        apply_orientation(rescale(pixels, scale), orientation, out=target)
+    return rows, cols
 
 
 def plan_input(height: int, width: int, target_size: int, pad_multiple: int) -> InputPlan:

@@ -1,4 +1,4 @@
-"""Per-request stage timings (decode, orient, resize, preprocess, infer, postprocess, crop, encode)."""
+"""Per-request stage timings (decode, resize, preprocess, infer, postprocess, crop, anonymize, encode)."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ def read_image_bytes(request: Request) -> bytes:
             raise InvalidParameter("image", "was given more than once")
         data = files[0].read() if files else b""
     elif request.mimetype.startswith("image/") or request.mimetype in RAW_MIMETYPES:
-        data = request.get_data(cache=False)
+        data = _raw_body(request)
     else:
         data = b""
     if not data:
@@ -38,6 +38,14 @@ def read_image_bytes(request: Request) -> bytes:
             "send the image as multipart form field 'image' or as the request body with an image/* content type"
         )
     return data
+
+
+def _raw_body(request: Request) -> bytes:
+    """The raw body; one read of the declared length where there is one (the stream reads a
+    chunked body in 64 KiB steps, and gunicorn copies what it holds ahead on every step)."""
+    if request.content_length:
+        return request.stream.read(request.content_length)
+    return request.get_data(cache=False)
 
 
 def read_parameters(request: Request, allowed: frozenset[str]) -> dict[str, str]:

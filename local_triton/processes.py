@@ -176,13 +176,22 @@ def child_pids(pid: int) -> list[int]:
     return sorted(children)
 
 
-def rss_mib(pid: int) -> float:
-    """Resident memory of one process, in MiB (0 once it has exited)."""
+def memory_mib(pid: int) -> dict[str, float]:
+    """Resident memory of one process in MiB: VmRSS and its parts RssAnon (heap), RssFile
+    (mapped files: libraries) and RssShmem (shared memory: Triton regions, metrics files);
+    zeros once it has exited."""
+    fields = ("VmRSS", "RssAnon", "RssFile", "RssShmem")
     try:
         lines = Path(f"/proc/{pid}/status").read_text().splitlines()
     except OSError:
-        return 0.0
-    return next((int(line.split()[1]) / 1024 for line in lines if line.startswith("VmRSS:")), 0.0)
+        lines = []
+    values = {line.split(":")[0]: int(line.split()[1]) / 1024 for line in lines if line.startswith(fields)}
+    return {field: values.get(field, 0.0) for field in fields}
+
+
+def rss_mib(pid: int) -> float:
+    """Resident memory of one process, in MiB (0 once it has exited)."""
+    return memory_mib(pid)["VmRSS"]
 
 
 def stop(process: subprocess.Popen, timeout_s: float = 15) -> None:

@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from gateway.preprocess import BGR_MEAN, canonical_shape, scale_for, to_model_input
+from gateway.decode import apply_orientation
+from gateway.preprocess import BGR_MEAN, batch_shape, canonical_shape, fill_input, scale_for, to_model_input
 from gateway.wire import WIRE_FORMATS
 
 
@@ -40,3 +41,19 @@ def test_uint8_input_is_nhwc_padded_with_the_mean_colour():
     centred = tensor.astype(np.float32) - BGR_MEAN
     reference = to_model_input(PIXELS, 1024, 256, WIRE_FORMATS["float32"])[0]
     np.testing.assert_array_equal(centred.transpose(0, 3, 1, 2), reference)
+
+
+@pytest.mark.parametrize("wire", ["uint8", "float32"])
+@pytest.mark.parametrize("orientation", range(1, 9))
+@pytest.mark.parametrize("scale", [0.37, 1.0, 1.6])
+def test_stored_pixels_resized_then_turned_equal_upright_pixels_resized(orientation, scale, wire):
+    """Filling from the stored pixels with their EXIF orientation gives the input the upright
+    pixels give: the slot is written in place, the padding untouched by the turn."""
+    stored = np.random.default_rng(orientation).integers(0, 255, (90, 131, 3), dtype=np.uint8)
+    upright = apply_orientation(stored, orientation)
+    fmt = WIRE_FORMATS[wire]
+    shape = batch_shape(1, (224, 224), fmt)
+    from_stored, from_upright = np.full(shape, 7, fmt.dtype), np.full(shape, 9, fmt.dtype)
+    fill_input(from_stored[0], stored, scale, fmt, orientation=orientation)
+    fill_input(from_upright[0], upright, scale, fmt)
+    np.testing.assert_allclose(from_stored, from_upright, atol=1)
