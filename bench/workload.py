@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 import threading
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import Callable
 
 import requests
 
-from local_triton.processes import SHARED_FACES
+from local_triton.processes import SHARED_FACES, running_stack
 
 PHOTO_SETS = ("demo", "dlib_voc_faces", "facemask", "wider_val_416sq")
 
@@ -55,3 +56,18 @@ def must_succeed(call: Callable[[bytes], int]) -> Callable[[bytes], None]:
             raise RuntimeError(f"the service answered {status}")
 
     return checked
+
+
+def report_command(doc: str, stack_name: str, report: Callable[[str, bool], str], flag: str, flag_help: str) -> None:
+    """The command line of a report on the service: `--url` measures a running gateway, else a
+    local stack is started for it; `flag` (a switch) widens the report."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--url", help="measure a running gateway instead of starting a local stack")
+    parser.add_argument(flag, action="store_true", help=flag_help)
+    args = parser.parse_args()
+    wider = getattr(args, flag.lstrip("-").replace("-", "_"))
+    if args.url:
+        print(report(args.url, wider))
+        return
+    with running_stack(stack_name, intra_op_threads=2) as stack:
+        print(report(stack.gateway, wider))

@@ -25,6 +25,24 @@ def regions(boxes: np.ndarray, margin: float, image: tuple[int, int]) -> np.ndar
     return np.clip(grown, 0, [image[0], image[1], image[0], image[1]]).astype(int)
 
 
+# /v1/anonymize hides faces below CONFIDENT only at a plausible size: no more than
+# IMPLAUSIBLE_SIZE times the median shorter side of the photo's confident faces (a hand, a patch
+# of crowd or a poster scored low is usually far larger than the faces around it). Chosen with
+# bench/anonymize.py (README, "Anonymize").
+CONFIDENT = 0.5
+IMPLAUSIBLE_SIZE = 2.0
+
+
+def plausible(scores: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+    """Which faces (scores 0-1, corner boxes [K, 4]) to hide: every confident one, and the others
+    no larger than IMPLAUSIBLE_SIZE times the confident ones' median (all where none is confident)."""
+    sides = np.minimum(boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1])
+    confident = scores >= CONFIDENT
+    if not confident.any():
+        return np.ones(len(scores), dtype=bool)
+    return confident | (sides <= IMPLAUSIBLE_SIZE * np.median(sides[confident]))
+
+
 def blurred(patch: np.ndarray, size: int) -> np.ndarray:
     """A strong, even blur whose radius is about `size` pixels, at a cost that does not grow with it."""
     kernel = 2 * max(1, size) + 1

@@ -7,7 +7,7 @@ from dataclasses import asdict
 import numpy as np
 from flask import Blueprint, Response, current_app, g, jsonify, request
 
-from gateway.anonymize import anonymize, regions
+from gateway.anonymize import anonymize, plausible, regions
 from gateway.crop import plan_crop, render_crop, source_scale
 from gateway.encode import CONTENT_TYPES, encode_image, output_format
 from gateway.errors import OutputTooLarge
@@ -32,7 +32,7 @@ def _detect(data: bytes, options: DetectOptions) -> tuple[DetectionResult, list[
     """Every face found in the image, and the face objects of the first `max_faces`."""
     services = current_app.extensions["facecrop"]
     result = run_detection(data, services.model, services.settings, options, g.timer)
-    note(image={**_image_size(result), "format": result.image.format}, faces=len(result.detections))
+    note(image={**_image_size(result), "format": result.image.format}, faces=len(result.detections), tiles=result.tiles)
     return result, face_objects(result.detections[: options.max_faces], options.landmarks)
 
 
@@ -45,7 +45,7 @@ def _image_size(result: DetectionResult) -> dict[str, int]:
 def detect():
     options = parse_detect_options(read_parameters(request, DETECT_PARAMETERS))
     result, faces = _detect(read_image_bytes(request), options)
-    return jsonify(image=_image_size(result), faces=faces)
+    return jsonify(image=_image_size(result), faces=faces), 200, {"X-Passes": result.passes}
 
 
 @bp.post("/v1/crop")
@@ -65,6 +65,7 @@ def crop():
     headers = {
         "X-Crop-Rect": f"{region.x},{region.y},{region.width},{region.height}",
         "X-Face-Count": str(len(result.detections)),
+        "X-Passes": result.passes,
     }
     if options.format == "json":
         output = {"width": plan.output[0], "height": plan.output[1]}
@@ -79,16 +80,19 @@ def crop():
 def anonymize_faces():
     detect_options, options = parse_anonymize_options(read_parameters(request, ANONYMIZE_PARAMETERS))
     data = read_image_bytes(request)
-    result, faces = _detect(data, detect_options)
-    headers = {"X-Face-Count": str(len(result.detections))}
+    result, _ = _detect(data, detect_options)
+    found = result.detections
+    hidden = found[plausible(found.scores, found.boxes)]
+    headers = {"X-Face-Count": str(len(hidden)), "X-Passes": result.passes}
     if options.format == "json":
-        hidden = regions(result.detections.boxes, options.margin, result.image.size)
-        listed = [{"x": x1, "y": y1, "width": x2 - x1, "height": y2 - y1} for x1, y1, x2, y2 in hidden.tolist()]
+        shown = regions(hidden.boxes, options.margin, result.image.size)
+        listed = [{"x": x1, "y": y1, "width": x2 - x1, "height": y2 - y1} for x1, y1, x2, y2 in shown.tolist()]
+        faces = face_objects(hidden, with_landmarks=False)
         return jsonify(image=_image_size(result), regions=listed, faces=faces), 200, headers
     settings = current_app.extensions["facecrop"].settings
     full = with_resolution(result.image, 1.0, data, settings, g.timer)
     with g.timer.stage("anonymize"):
-        pixels = anonymize(full.pixels, result.detections.boxes, options)
+        pixels = anonymize(full.pixels, hidden.boxes, options)
     return _encoded(pixels, output_format(options.format, result.image.format), options.quality, headers)
 
 

@@ -155,7 +155,16 @@ def picture_or_json(description: str, schema_name: str, headers: dict) -> dict:
 
 
 def openapi_document() -> dict:
-    face_count = {"X-Face-Count": {"description": "Faces detected", "schema": {"type": "string", "pattern": r"^\d+$"}}}
+    passes = {
+        "X-Passes": {
+            "description": "The detection passes that ran: `standard`, or `standard, tiled` (detail=high or auto)",
+            "schema": {"type": "string", "enum": ["standard", "standard, tiled"]},
+        }
+    }
+    face_count = {
+        "X-Face-Count": {"description": "Faces detected", "schema": {"type": "string", "pattern": r"^\d+$"}},
+        **passes,
+    }
     crop_headers = {
         "X-Crop-Rect": {
             "description": "The region cut out, x,y,width,height in original pixels",
@@ -186,7 +195,7 @@ def openapi_document() -> dict:
                     "parameters": query_parameters(DETECT),
                     "requestBody": request_body(),
                     "responses": {
-                        "200": json_response("Faces, highest confidence first", "Detection"),
+                        "200": json_response("Faces, highest confidence first", "Detection", passes),
                         **error_responses(),
                     },
                     "security": api_security,

@@ -41,8 +41,9 @@ DETECT = (
         "detail",
         "choice",
         "standard",
-        "`high` adds a tiled pass at twice the scale for small faces in crowds (slower; skipped for small photos).",
-        choices=("standard", "high"),
+        "`high` adds a tiled pass at twice the scale for small faces in crowds (slower; skipped for small "
+        "photos); `auto` adds it only where the standard pass sees small faces. `X-Passes` says which ran.",
+        choices=("standard", "auto", "high"),
     ),
 )
 CROP = (
@@ -77,9 +78,14 @@ _CROP = {p.name: p for p in CROP}
 # /v1/anonymize favours recall (a face missed is a face shown): a lower threshold and the tiled
 # pass by default, chosen by measurement (README, "Anonymize"); every face found is hidden.
 ANONYMIZE = (
-    replace(_DETECT["min_confidence"], default=10.0, description="Lowest confidence of a face hidden, in percent."),
+    replace(
+        _DETECT["min_confidence"],
+        default=8.0,
+        description="Lowest confidence of a face hidden, in percent (below 50 %, only faces at most twice "
+        "the size of the photo's confident ones).",
+    ),
     replace(_DETECT["min_face_size"], description="Shortest side of a face hidden, in original pixels."),
-    replace(_DETECT["detail"], default="high"),
+    replace(_DETECT["detail"], default="auto"),
     Parameter("method", "choice", "blur", "How faces are hidden.", choices=("blur", "pixelate", "fill")),
     Parameter(
         "strength",
@@ -89,7 +95,7 @@ ANONYMIZE = (
         0.05,
         1,
     ),
-    Parameter("margin", "number", 1.6, "Each region is the face box grown this many times about its centre.", 1, 3),
+    Parameter("margin", "number", 1.5, "Each region is the face box grown this many times about its centre.", 1, 3),
     Parameter("shape", "choice", "ellipse", "The shape of each hidden region.", choices=("ellipse", "rect")),
     _CROP["format"],
     _CROP["quality"],
@@ -130,7 +136,7 @@ class AnonymizeOptions:
 
     method: str = "blur"
     strength: float = 0.5
-    margin: float = 1.6
+    margin: float = 1.5
     shape: str = "ellipse"
     format: str | None = None  # as for CropOptions
     quality: int = 85

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from contextlib import ExitStack
 from dataclasses import dataclass
 
+import numpy as np
+
 from gateway.config import Settings
-from gateway.decode import DecodedImage, decode_image, read_header, upright_size
+from gateway.decode import DecodedImage, apply_orientation, decode_image, read_header, upright_size
 from gateway.model import Model
 from gateway.params import DetectOptions
 from gateway.postprocess import Detections, candidates, finish, tiled_candidates
@@ -23,61 +24,98 @@ from gateway.preprocess import (
 )
 from gateway.timing import StageTimer
 
+# detail=auto runs the tiled pass only where the standard pass saw a face (scoring at least
+# AUTO_MIN_SCORE) whose shorter side in the model's input is below AUTO_SMALL_FACE pixels:
+# there, faces smaller still are likely and only the tiled pass finds them (README, "Detail").
+AUTO_SMALL_FACE = 24
+AUTO_MIN_SCORE = 0.5
+
 
 @dataclass(frozen=True)
 class DetectionResult:
     image: DecodedImage  # possibly reduced: detection needs no more pixels than the model sees
     detections: Detections  # every face found, in original pixels, best first (max_faces limits only the listing)
-    inferences: int  # images the model ran on: 1, or 1 + the tiles of detail=high
+    tiles: int  # tiles of the tiled pass (detail=high or auto); 0 when only the standard pass ran
+
+    @property
+    def passes(self) -> str:
+        """The passes that ran, as the X-Passes header says: `standard` or `standard, tiled`."""
+        return "standard, tiled" if self.tiles else "standard"
 
 
 def run_detection(
     data: bytes, model: Model, settings: Settings, options: DetectOptions, timer: StageTimer | None = None
 ) -> DetectionResult:
-    """Detect faces in encoded image bytes with `model`; with detail=high, add the tiled pass.
+    """Detect faces in encoded image bytes with `model`: the standard pass, and the tiled pass
+    with detail=high (both in flight at once) or with detail=auto where the standard pass saw
+    small faces (`needs_tiles`). Faces come back in the original image's pixels.
 
-    A JPEG is decoded no larger than the passes need (the standard pass's long side, or the
-    tiled pass's); faces come back in the original image's pixels.
+    A JPEG is decoded no larger than the passes need: the standard pass's long side, or the
+    tiled pass's (detail=auto decodes again, larger, only where it tiles).
     """
     timer = timer or StageTimer()
     with timer.stage("decode"):
         header = read_header(data, settings.max_pixels)
     width, height = upright_size(header)
     standard = scale_for(height, width, settings.target_size)
-    tiled = tiled_scale(height, width, settings.target_size) if options.detail == "high" else None
-    image = decode_image(data, header, max(standard, tiled or 0), timer)
-    wire, target_size = settings.wire, settings.target_size
-    plan = plan_input(image.pixels.shape[0], image.pixels.shape[1], target_size, settings.pad_multiple)
-    with ExitStack() as batches:
-        batch = batches.enter_context(model.batch(batch_shape(1, plan.size, wire)))
-        fill_input(batch.tensor[0], image.pixels, plan.scale, wire, timer)
-        tiling, tile_outputs = None, []
-        if tiled:  # prepared and sent while the standard pass runs
+    tiled = tiled_scale(height, width, settings.target_size) if options.detail != "standard" else None
+    both_at_once = options.detail == "high"  # where there is a tiled pass
+    image = decode_image(data, header, max(standard, tiled or 0) if both_at_once else standard, timer)
+    plan = plan_input(*image.shape, settings.target_size, settings.pad_multiple)
+    min_score = options.min_confidence / 100
+    tiled_faces: Detections | None = None
+    tiles = 0
+    with model.batch(batch_shape(1, plan.size, settings.wire)) as batch:
+        fill_input(batch.tensor[0], image.stored, plan.scale, settings.wire, timer, image.orientation)
+        if tiled is not None and both_at_once:  # the tiles are prepared and sent while the standard pass runs
             with timer.stage("infer"):
                 pending = batch.submit()
-            with timer.stage("resize"):
-                scaled = rescale(image.pixels, tiled / image.scale[0])
-            tiling = plan_tiles(
-                (scaled.shape[0], scaled.shape[1]), target_size, TILE_MIN_OVERLAP, tiled / image.scale[0]
-            )
-            tile_batch = batches.enter_context(model.batch(batch_shape(len(tiling.origins), (target_size,) * 2, wire)))
-            with timer.stage("preprocess"):
-                fill_tiles(tile_batch.tensor, scaled, tiling, wire)
-            del scaled
+            tiled_faces, tiles = _tiled_pass(image, tiled, model, settings, min_score, timer)
             with timer.stage("infer"):
-                tile_outputs = tile_batch.run()
                 [outputs] = pending.result()
         else:
             with timer.stage("infer"):
                 [outputs] = batch.run()
     with timer.stage("postprocess"):
-        min_score = options.min_confidence / 100
-        found = [candidates(outputs, plan.size, min_score).scaled((0, 0), plan.scale)]
-        if tiling:
-            found += tiled_candidates(tile_outputs, tiling, min_score)
-        in_original = Detections.concatenate(found).scaled((0, 0), image.scale)
-        detections = finish(in_original, (height, width), options)
-    return DetectionResult(image=image, detections=detections, inferences=1 + len(tile_outputs))
+        found = candidates(outputs, plan.size, min(min_score, AUTO_MIN_SCORE))
+    if tiled is not None and options.detail == "auto" and needs_tiles(found):
+        larger = with_resolution(image, tiled, data, settings, timer)
+        tiled_faces, tiles = _tiled_pass(larger, tiled, model, settings, min_score, timer)
+    with timer.stage("postprocess"):
+        faces = found[found.scores >= min_score].scaled((0, 0), plan.scale).scaled((0, 0), image.scale)
+        if tiled_faces is not None:
+            faces = Detections.concatenate([faces, tiled_faces])
+        detections = finish(faces, (height, width), options)
+    return DetectionResult(image=image, detections=detections, tiles=tiles)
+
+
+def needs_tiles(standard: Detections) -> bool:
+    """Whether the standard pass's candidates (model-input pixels) include a face scoring at least
+    AUTO_MIN_SCORE whose shorter side is below AUTO_SMALL_FACE: small faces, and likely smaller ones."""
+    boxes = standard.boxes[standard.scores >= AUTO_MIN_SCORE]
+    sides = np.minimum(boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1])
+    return bool((sides < AUTO_SMALL_FACE).any())
+
+
+def _tiled_pass(
+    image: DecodedImage, scale: float, model: Model, settings: Settings, min_score: float, timer: StageTimer
+) -> tuple[Detections, int]:
+    """The faces the tiled pass answers for, in original pixels, and its number of tiles: the
+    image at `scale` (of the original) cut into overlapping tiles, sent as one batch."""
+    relative = scale / image.scale[0]
+    with timer.stage("resize"):
+        scaled = apply_orientation(rescale(image.stored, relative), image.orientation)
+    tiling = plan_tiles((scaled.shape[0], scaled.shape[1]), settings.target_size, TILE_MIN_OVERLAP, relative)
+    shape = batch_shape(len(tiling.origins), (settings.target_size,) * 2, settings.wire)
+    with model.batch(shape) as tile_batch:
+        with timer.stage("preprocess"):
+            fill_tiles(tile_batch.tensor, scaled, tiling, settings.wire)
+        del scaled
+        with timer.stage("infer"):
+            outputs = tile_batch.run()
+    with timer.stage("postprocess"):
+        found = Detections.concatenate(tiled_candidates(outputs, tiling, min_score)).scaled((0, 0), image.scale)
+    return found, len(outputs)
 
 
 def with_resolution(

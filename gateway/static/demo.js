@@ -149,7 +149,7 @@ function point(index) {
 // --- the crop ---
 
 function detail() {
-  return $("detail").checked ? "high" : "standard";
+  return $("detail").value;
 }
 
 function cropParams() {

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import io
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import requests
 from PIL import Image
 
 from local_triton.processes import SHARED_FACES
-from tests.support import labeled_set, model_statistics, rectangle
+from tests.support import astronaut, labeled_set, model_statistics, rectangle
 
 CROWDS = sorted((SHARED_FACES / "demo").glob("*.jpg")) + sorted(
     (SHARED_FACES / "wider_val_native" / "images").glob("*.jpg")
@@ -95,3 +96,36 @@ def test_detail_high_on_a_small_photo_is_the_standard_answer(stack):
     images, truths = labeled_set("wider_val_416sq")
     path = images / truths[0]["image"]
     assert post(stack, "detect", path, {"detail": "high"}) == post(stack, "detect", path, {})
+
+
+def detect_with_passes(stack, data: bytes, detail: str) -> tuple[str, dict]:
+    response = requests.post(
+        f"{stack.gateway}/v1/detect",
+        params={"detail": detail, "max_faces": "1000"},
+        data=data,
+        headers={"Content-Type": "image/jpeg"},
+        timeout=120,
+    )
+    assert response.status_code == 200, response.text
+    return response.headers["X-Passes"], response.json()
+
+
+def test_detail_auto_tiles_a_crowd_with_the_answer_of_high(stack):
+    """A crowd of small faces: auto runs the tiled pass, and answers exactly as detail=high."""
+    data = (SHARED_FACES / "wider_val_native" / "images" / "0_Parade_marchingband_1_410.jpg").read_bytes()
+    auto_passes, auto = detect_with_passes(stack, data, "auto")
+    high_passes, high = detect_with_passes(stack, data, "high")
+    standard_passes, standard = detect_with_passes(stack, data, "standard")
+    assert auto_passes == high_passes == "standard, tiled" and standard_passes == "standard"
+    assert auto == high and len(high["faces"]) > len(standard["faces"])
+
+
+def test_detail_auto_leaves_a_portrait_to_the_standard_pass(stack):
+    """Large faces only, in a photo the tiled pass would see larger: auto is the standard answer."""
+    buffer = io.BytesIO()
+    astronaut().resize((3024, 3024), Image.Resampling.BICUBIC).save(buffer, "JPEG", quality=90)  # tiled pass: 2x
+    data = buffer.getvalue()
+    auto_passes, auto = detect_with_passes(stack, data, "auto")
+    high_passes, _ = detect_with_passes(stack, data, "high")
+    assert auto_passes == "standard" and high_passes == "standard, tiled"
+    assert auto == detect_with_passes(stack, data, "standard")[1] and len(auto["faces"]) == 1

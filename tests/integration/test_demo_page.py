@@ -57,7 +57,7 @@ def test_demo_page_hover_largest_face_and_small_faces(stack, browser):
     page.wait_for_selector(f"#crop-result:not([data-rect='{all_faces}'])", timeout=30_000)
     assert "faces=largest" in page.inner_text("#curl")
 
-    page.check("#detail")  # detail=high: detects again, with the tiled pass, then crops again
+    page.select_option("#detail", "high")  # detects again, with the tiled pass, then crops again
     page.wait_for_function("() => document.getElementById('curl').textContent.includes('detail=high')", timeout=60_000)
     assert int(page.get_attribute("#face-count", "data-count")) == len(faces_of(stack, "high"))
     assert not errors, errors

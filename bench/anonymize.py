@@ -1,0 +1,144 @@
+"""The anonymize report: faces hidden and area changed, ours against `deface`, on every labeled set.
+
+For each photo of ../shared/faces' labeled sets, the service's faces (`/v1/detect`, every face
+down to 2 %) are turned into the regions `/v1/anonymize` would hide with a given threshold,
+margin and size rule (gateway/anonymize.py), and deface 1.5.0's regions at its defaults are
+computed in-process (tests/hidden.py). A ground-truth face counts as hidden when 80 % of its
+box lies inside the regions; "area" is the mean share of each photo inside them.
+
+`make bench` and `python -m bench.anonymize` print the table for the endpoint's defaults and
+the defaults before (10 %, 1.6x, detail=high, no size rule); `--candidates` adds the policies
+the defaults were chosen from.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import cv2
+import numpy as np
+import requests
+
+from bench.workload import report_command
+from gateway.anonymize import plausible, regions
+from gateway.params import ANONYMIZE
+from local_triton.processes import SHARED_FACES
+from tests.hidden import deface_regions, hidden_faces, region_mask
+from tests.support import labeled_set
+
+SETS = ("wider_val_native", "wider_val_416sq", "facemask", "dlib_voc_faces")
+DEFAULTS = {p.name: p.default for p in ANONYMIZE}
+
+
+@dataclass(frozen=True)
+class Policy:
+    min_confidence: float
+    margin: float
+    detail: str
+    size_rule: bool  # drop low-confidence faces far larger than the confident ones (gateway.anonymize.plausible)
+
+    def label(self) -> str:
+        rule = ", size rule" if self.size_rule else ""
+        return f"{self.min_confidence:g} %, {self.margin:g}x, {self.detail}{rule}"
+
+
+BEFORE = Policy(10, 1.6, "high", size_rule=False)
+
+
+@dataclass
+class Photo:
+    truth: dict
+    size: tuple[int, int]
+    faces: dict[str, tuple[np.ndarray, np.ndarray]]  # detail -> (scores 0-1, corner boxes)
+    deface: np.ndarray  # deface's mask
+
+
+def load_photo(url: str, images: Path, truth: dict, details: set[str]) -> Photo:
+    data = (images / truth["image"]).read_bytes()
+    faces = {}
+    for detail in details:
+        response = requests.post(
+            f"{url}/v1/detect",
+            params={"min_confidence": "2", "max_faces": "1000", "detail": detail, "landmarks": "false"},
+            data=data,
+            headers={"Content-Type": "image/jpeg"},
+            timeout=120,
+        )
+        response.raise_for_status()
+        body = response.json()
+        rects = [f["face_rectangle"] for f in body["faces"]]
+        boxes = np.array([[r["x"], r["y"], r["x"] + r["width"], r["y"] + r["height"]] for r in rects], float)
+        scores = np.array([f["confidence"] / 100 for f in body["faces"]])
+        faces[detail] = (scores, boxes.reshape(-1, 4))
+    size = (body["image"]["width"], body["image"]["height"])
+    bgr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    return Photo(truth, size, faces, region_mask(size, deface_regions(bgr)))
+
+
+def score(photos: list[Photo], policy: Policy) -> tuple[float, float]:
+    """(faces hidden, mean area share) under `policy`."""
+    hidden = counted = 0
+    areas = []
+    for photo in photos:
+        scores, boxes = photo.faces[policy.detail]
+        keep = scores >= policy.min_confidence / 100
+        if policy.size_rule:
+            keep &= plausible(scores, boxes)
+        mask = region_mask(photo.size, [tuple(r) for r in regions(boxes[keep], policy.margin, photo.size).tolist()])
+        found, total = hidden_faces(photo.truth, mask)
+        hidden, counted = hidden + found, counted + total
+        areas.append(mask.mean())
+    return hidden / max(counted, 1), float(np.mean(areas))
+
+
+def deface_score(photos: list[Photo]) -> tuple[float, float]:
+    results = [hidden_faces(p.truth, p.deface) for p in photos]
+    return sum(h for h, _ in results) / max(sum(c for _, c in results), 1), float(
+        np.mean([p.deface.mean() for p in photos])
+    )
+
+
+def report(url: str, candidates: bool = False) -> str:
+    default = Policy(DEFAULTS["min_confidence"], DEFAULTS["margin"], DEFAULTS["detail"], size_rule=True)
+    policies = [default, BEFORE]
+    if candidates:
+        policies += [
+            Policy(t, m, d, rule)
+            for d in ("high", "auto")
+            for t in (8, 10, 15, 20)
+            for m in (1.3, 1.4, 1.5, 1.6)
+            for rule in (False, True)
+        ]
+    details = {p.detail for p in policies}
+    lines = [
+        "| set | policy | faces hidden | area | deface: hidden | deface: area | hidden - deface | area / deface |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name in SETS:
+        if not (SHARED_FACES / name).is_dir():
+            continue
+        images, truths = labeled_set(name)
+        with ThreadPoolExecutor(2) as pool:
+            photos = list(pool.map(partial(load_photo, url, images, details=details), truths))
+        reference = deface_score(photos)
+        for policy in dict.fromkeys(policies):
+            hidden, area = score(photos, policy)
+            label = policy.label() + {default: " (defaults)", BEFORE: " (the defaults before)"}.get(policy, "")
+            lines.append(
+                f"| {name} | {label} | {hidden:.3f} | {area:.3f} | {reference[0]:.3f} | {reference[1]:.3f} "
+                f"| {hidden - reference[0]:+.3f} | {area / max(reference[1], 1e-9):.2f}x |"
+            )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    report_command(
+        __doc__, "bench-anonymize", report, "--candidates", "also the policies the defaults were chosen from"
+    )
+
+
+if __name__ == "__main__":
+    main()
