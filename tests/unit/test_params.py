@@ -39,6 +39,9 @@ def test_values_are_parsed():
         ("min_confidence", " 50"),
         ("min_confidence", "1_0"),
         ("max_faces", "٣"),
+        ("detail", "AUTO"),
+        ("detail", "ultra"),
+        ("detail", ""),
     ],
 )
 def test_bad_values_name_the_parameter(name, value):
@@ -46,6 +49,11 @@ def test_bad_values_name_the_parameter(name, value):
         parse_detect_options({name: value})
     assert error.value.parameter == name
     assert error.value.to_json()["error"]["code"] == "invalid_parameter"
+
+
+@pytest.mark.parametrize("detail", ["standard", "auto", "high"])
+def test_every_detail_is_accepted(detail):
+    assert parse_detect_options({"detail": detail}).detail == detail
 
 
 def test_option_defaults_are_the_table_defaults():
