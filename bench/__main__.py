@@ -14,6 +14,8 @@ Scenarios, all at the gateway's resize policy and the same onnxruntime thread co
   detail sets        standard, auto and high on every labeled set: AP50, photos tiled, time
                      (bench/detail.py)
   anonymize          faces hidden and area changed against deface (bench/anonymize.py)
+  video              `facecrop video` against the deface command on a 720p and a 1080p clip:
+                     fps, faces hidden, pixels changed (bench/video.py)
 
 By default it starts its own local Triton + gateway on free ports; `--url` (and
 `--triton-url` for batch statistics) measures a running deployment instead.
@@ -43,6 +45,7 @@ from bench.harness import Measurement, closed_loop
 from bench.onnx_model import OnnxModel
 from bench.phone import gateway_cpu, phone_photos
 from bench.phone import table as phone_table
+from bench.video import report as video_report
 from bench.workload import PHOTO_SETS, load_photos, must_succeed, photo_paths, service_call
 from facecrop_client import Client
 from facecrop_client.batch import DetectSink, progress_bar, run_batch
@@ -223,6 +226,7 @@ def main() -> int:
         cpu = cpu_report(stack, extra_env) if stack else ""
         details = detail_report(url)
         hiding = anonymize_report(url)
+        videos = video_report(url)
 
     by_name = {m.name: m for m in rows}
     latency_ratio = by_name["service c=1"].percentile_ms(50) / reference.percentile_ms(50)
@@ -267,6 +271,7 @@ def main() -> int:
         report += ["", "Gateway CPU per request, one gateway per Triton transport on the same Triton:", "", cpu]
     report += ["", "`detail` on every labeled set (bench/detail.py):", "", details]
     report += ["", "/v1/anonymize against deface on every labeled set (bench/anonymize.py):", "", hiding]
+    report += ["", "facecrop video against the deface command, end to end (bench/video.py):", "", videos]
     text = "\n".join(report)
     print(text)
     if args.results:

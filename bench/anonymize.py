@@ -2,7 +2,7 @@
 
 For each photo of ../shared/faces' labeled sets, the service's faces (`/v1/detect`, every face
 down to 2 %) are turned into the regions `/v1/anonymize` would hide with a given threshold,
-margin and size rule (gateway/anonymize.py), and deface 1.5.0's regions at its defaults are
+margin and size rule (facecrop_hiding), and deface 1.5.0's regions at its defaults are
 computed in-process (tests/hidden.py). A ground-truth face counts as hidden when 80 % of its
 box lies inside the regions; "area" is the mean share of each photo inside them.
 
@@ -21,9 +21,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 import requests
+from facecrop_hiding import plausible, regions
 
 from bench.workload import report_command
-from gateway.anonymize import plausible, regions
 from gateway.params import ANONYMIZE
 from local_triton.processes import SHARED_FACES
 from tests.hidden import deface_regions, hidden_faces, region_mask
@@ -38,7 +38,7 @@ class Policy:
     min_confidence: float
     margin: float
     detail: str
-    size_rule: bool  # drop low-confidence faces far larger than the confident ones (gateway.anonymize.plausible)
+    size_rule: bool  # drop low-confidence faces far larger than the confident ones (facecrop_hiding.plausible)
 
     def label(self) -> str:
         rule = ", size rule" if self.size_rule else ""

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict
 
 import numpy as np
+from facecrop_hiding import hide_faces, plausible, regions
 from flask import Blueprint, Response, current_app, g, jsonify, request
 
-from gateway.anonymize import anonymize, plausible, regions
 from gateway.crop import plan_crop, render_crop, source_scale
 from gateway.encode import CONTENT_TYPES, encode_image, output_format
 from gateway.errors import OutputTooLarge
@@ -92,7 +92,7 @@ def anonymize_faces():
     settings = current_app.extensions["facecrop"].settings
     full = with_resolution(result.image, 1.0, data, settings, g.timer)
     with g.timer.stage("anonymize"):
-        pixels = anonymize(full.pixels, hidden.boxes, options)
+        pixels = hide_faces(full.pixels, hidden.boxes, options)
     return _encoded(pixels, output_format(options.format, result.image.format), options.quality, headers)
 
 

@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from facecrop_hiding import Hiding
+
 from gateway.errors import InvalidParameter
 
 BOOLEANS = {"true": True, "false": False}
@@ -86,17 +88,19 @@ ANONYMIZE = (
     ),
     replace(_DETECT["min_face_size"], description="Shortest side of a face hidden, in original pixels."),
     replace(_DETECT["detail"], default="auto"),
-    Parameter("method", "choice", "blur", "How faces are hidden.", choices=("blur", "pixelate", "fill")),
+    Parameter("method", "choice", Hiding.method, "How faces are hidden.", choices=("blur", "pixelate", "fill")),
     Parameter(
         "strength",
         "number",
-        0.5,
+        Hiding.strength,
         "Blur radius or pixel block size, relative to each face (times half its shorter side).",
         0.05,
         1,
     ),
-    Parameter("margin", "number", 1.5, "Each region is the face box grown this many times about its centre.", 1, 3),
-    Parameter("shape", "choice", "ellipse", "The shape of each hidden region.", choices=("ellipse", "rect")),
+    Parameter(
+        "margin", "number", Hiding.margin, "Each region is the face box grown this many times about its centre.", 1, 3
+    ),
+    Parameter("shape", "choice", Hiding.shape, "The shape of each hidden region.", choices=("ellipse", "rect")),
     _CROP["format"],
     _CROP["quality"],
 )
@@ -131,13 +135,9 @@ class CropOptions:
 
 
 @dataclass(frozen=True)
-class AnonymizeOptions:
-    """How /v1/anonymize hides faces and encodes; defaults as in ANONYMIZE."""
+class AnonymizeOptions(Hiding):
+    """How /v1/anonymize hides faces (facecrop_hiding.Hiding) and encodes; defaults as in ANONYMIZE."""
 
-    method: str = "blur"
-    strength: float = 0.5
-    margin: float = 1.5
-    shape: str = "ellipse"
     format: str | None = None  # as for CropOptions
     quality: int = 85
 

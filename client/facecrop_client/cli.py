@@ -13,10 +13,19 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
-from facecrop_client.batch import DetectSink, PictureSink, file_problem, progress_bar, run_batch
+from facecrop_client.batch import (
+    VIDEO_SUFFIXES,
+    DetectSink,
+    PictureSink,
+    file_problem,
+    find_images,
+    progress_bar,
+    run_batch,
+)
 from facecrop_client.client import Client, FacecropError
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -95,12 +104,33 @@ def parser() -> argparse.ArgumentParser:
         "anonymize", help="write the photos, every face hidden, into --out", parents=[service]
     )
     batch = commands.add_parser(
-        "batch", help="a whole tree, resumable; failures go to OUTPUT.failures.jsonl", parents=[service]
+        "batch",
+        help="a whole tree, resumable (anonymize: videos too); failures go to OUTPUT.failures.jsonl",
+        parents=[service],
     )
     for command in (detect, crop, anonymize):
         command.add_argument("photos", nargs="+", type=Path)
     for command in (crop, anonymize):
         command.add_argument("--out", type=Path, required=True)
+    video = commands.add_parser(
+        "video",
+        help="hide every face of a video file (or list them); needs the video extra",
+        parents=[service],
+        description="Hide every face of IN's video frames into OUT (its extension picks the container), "
+        "keeping timestamps, rotation and audio; or, with --mode detect, list them as JSON Lines. "
+        "Defaults as measured in the README's Video section. Needs: pip install './client[video]'.",
+    )
+    video.add_argument("source", type=Path, metavar="IN")
+    video.add_argument("target", type=Path, metavar="OUT")
+    video.add_argument("--mode", choices=("anonymize", "detect"), default="anonymize")
+    video.add_argument(
+        "--hold", type=int, default=None, help="frames a face missed between two sightings stays hidden (default 0)"
+    )
+    video.add_argument(
+        "--crf", type=int, default=None, help="quality of the re-encoded video, lower is better (default 20)"
+    )
+    video.add_argument("--in-flight", type=int, default=4, help="frames at the service at once (default 4)")
+    video.add_argument("-q", "--quiet", action="store_true", help="no progress display (the summary still prints)")
     batch.add_argument("input_dir", type=Path)
     batch.add_argument("output", type=Path, help="detect: a JSON Lines file; crop, anonymize: a directory")
     batch.add_argument("--mode", choices=("detect", "crop", "anonymize"), required=True)
@@ -110,6 +140,7 @@ def parser() -> argparse.ArgumentParser:
         detect: (add_finding_options, add_listing_options),
         crop: (add_finding_options, add_listing_options, add_picture_options, add_crop_options),
         anonymize: (add_finding_options, add_picture_options, add_anonymize_options),
+        video: (add_finding_options, add_anonymize_options),
         batch: (add_finding_options, add_listing_options, add_picture_options, add_crop_options, add_anonymize_options),
     }.items():
         for add in adders:
@@ -173,13 +204,79 @@ def batch(client: Client, args: argparse.Namespace) -> int:
     progress = partial(progress_bar, quiet=args.quiet)
     summary = run_batch(client, args.input_dir, sink, params, args.concurrency, failures, progress)
     print(summary.line(), file=sys.stderr)
+    if not summary.interrupted and args.mode == "anonymize":
+        summary.failed += video_batch(client, args, failures)
     if summary.failed:
         print(f"failures and their reasons: {failures}", file=sys.stderr)
     return 130 if summary.interrupted else (1 if summary.failed else 0)
 
 
+def video_module():
+    """facecrop_client.video, or one line saying how to install it."""
+    try:
+        from facecrop_client import video as videos
+    except ImportError as error:
+        raise CommandError(f"videos need the video extra: pip install './client[video]' ({error})") from error
+    return videos
+
+
+def video_job(args: argparse.Namespace, source: Path, target: Path, mode: str = "anonymize"):
+    """The VideoJob of `video` or `batch`: their finding and hiding options over the video defaults."""
+    videos = video_module()
+    defaults = videos.VideoJob(source, target)
+    params = {"min_confidence": videos.MIN_CONFIDENCE, "max_faces": 1000, "landmarks": mode == "detect"}
+    params |= service_params(args, FINDING_OPTIONS)
+    hiding = replace(defaults.hiding, **service_params(args, ("method", "strength", "margin", "shape")))
+    hold, crf = getattr(args, "hold", None), getattr(args, "crf", None)
+    return videos.VideoJob(
+        source,
+        target,
+        mode,
+        params,
+        hiding,
+        defaults.hold if hold is None else hold,
+        defaults.crf if crf is None else crf,
+        getattr(args, "in_flight", defaults.in_flight),
+    )
+
+
+def video(client: Client, args: argparse.Namespace) -> int:
+    videos = video_module()
+    job = video_job(args, args.source, args.target, args.mode)
+    progress = partial(progress_bar, quiet=args.quiet, unit="frame", things="frames")
+    try:
+        with about(args.source):
+            summary = videos.run_video(client, job, progress)
+    except videos.VideoError as error:
+        raise CommandError(str(error)) from error
+    print(summary.line(), file=sys.stderr)
+    return 0
+
+
+def video_batch(client: Client, args: argparse.Namespace, failures: Path) -> int:
+    """batch --mode anonymize: the videos of the tree, one after another (each keeps the service
+    busy by itself), written beside the pictures; failures added to `failures`. Failed count."""
+    names = [n for n in find_images(args.input_dir, VIDEO_SUFFIXES) if not (args.output / n).exists()]
+    if not names:
+        return 0
+    videos = video_module()
+    failed = 0
+    progress = partial(progress_bar, quiet=args.quiet, unit="frame", things="frames")
+    for name in names:
+        target = args.output / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            summary = videos.run_video(client, video_job(args, args.input_dir / name, target), progress)
+            print(f"{name}: {summary.line()}", file=sys.stderr)
+        except (videos.VideoError, FacecropError, OSError) as error:
+            failed += 1
+            with open(failures, "a", encoding="utf-8") as out:
+                out.write(json.dumps({"path": name, "code": "video_failed", "message": str(error)}) + "\n")
+    return failed
+
+
 OPTIONS = {"detect": DETECT_OPTIONS, "crop": DETECT_OPTIONS + CROP_OPTIONS, "anonymize": ANONYMIZE_OPTIONS}
-COMMANDS = {"detect": detect, "crop": pictures, "anonymize": pictures, "batch": batch}
+COMMANDS = {"detect": detect, "crop": pictures, "anonymize": pictures, "batch": batch, "video": video}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -59,6 +59,14 @@ class Client:
             self.headers["Authorization"] = f"Bearer {api_key}"
         self.pool = urllib3.PoolManager(maxsize=pool_size, block=True, retries=False)
 
+    def check(self) -> None:
+        """Raise FacecropError (connection_error) at once, without retries, where nobody answers."""
+        try:
+            self.pool.request("GET", f"{self.base_url}/healthz", headers=self.headers, timeout=min(self.timeout, 5.0))
+        except urllib3.exceptions.HTTPError as error:
+            message = f"cannot reach {self.base_url}: {_connection_problem(error)}"
+            raise FacecropError(0, "connection_error", message) from error
+
     def detect(self, image: ImageInput, **params) -> Detection:
         """Faces in `image` (a path, bytes or a binary file); params as for POST /v1/detect."""
         response = self._post("/v1/detect", read_image(image), params)

@@ -115,7 +115,12 @@ def test_a_killed_worker_is_replaced_and_requests_succeed_again():
     with running_stack("workers", {"FACECROP_WORKERS": "2"}, intra_op_threads=1) as stack:
         old = child_pids(stack.gateway_process.pid)
         assert len(old) == 2
-        assert regions_of([old[0]])  # its shared-memory regions for Triton (FACECROP_TRITON_SHM=auto)
+        # its shared-memory regions for Triton (FACECROP_TRITON_SHM=auto), made once the worker has
+        # started, which may be just after the other worker answered the stack's readiness check
+        deadline = time.monotonic() + 10
+        while not regions_of([old[0]]):
+            assert time.monotonic() < deadline, "the worker made no shared-memory regions"
+            time.sleep(0.1)
         with ThreadPoolExecutor(4) as pool:
             pending = [
                 pool.submit(requests.post, f"{stack.gateway}/v1/detect", files={"image": data}, timeout=30)

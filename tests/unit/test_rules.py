@@ -1,8 +1,8 @@
 """The two size rules: when detail=auto tiles, and which low-confidence faces /v1/anonymize hides."""
 
 import numpy as np
+from facecrop_hiding import plausible
 
-from gateway.anonymize import plausible
 from gateway.pipeline import AUTO_MIN_SCORE, AUTO_SMALL_FACE, needs_tiles
 from gateway.postprocess import Detections
 

@@ -1,19 +1,34 @@
 """Hide faces: grow each face box into a region (an ellipse or a rectangle) and blur, pixelate or
 fill it, in place, leaving every pixel outside the regions as it was.
 
+One implementation for both sides: the gateway's /v1/anonymize and the client's `facecrop video`
+(which hides at full resolution what /v1/detect found). It ships in the client distribution and
+is copied into the gateway image; it needs only numpy and OpenCV.
+
 The strength is relative to each face, so a 12-pixel face and a 600-pixel one are equally
 unrecognisable: the blur's radius, or the pixel blocks' side, is `strength` times half the
-face's shorter side (before the margin): at the default 0.5, a quarter of the face.
+face's shorter side (before the margin): at the default 1.0, half the face, which leaves no
+detail in faces of 10-20 pixels either (at 0.5 video frames kept it: README, "Video"). Each
+region's edge is feathered inside it, so overlapping regions leave no seams.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import cv2
 import numpy as np
 
-from gateway.params import AnonymizeOptions
+
+@dataclass(frozen=True)
+class Hiding:
+    """How faces are hidden; the defaults are /v1/anonymize's."""
+
+    method: str = "blur"  # blur, pixelate or fill
+    strength: float = 1.0  # blur radius or block side, times half of each face's shorter side
+    margin: float = 1.5  # each region is the face box grown this many times about its centre
+    shape: str = "ellipse"  # or rect
 
 
 def regions(boxes: np.ndarray, margin: float, image: tuple[int, int]) -> np.ndarray:
@@ -63,25 +78,33 @@ def filled(patch: np.ndarray, size: int) -> np.ndarray:
 METHODS: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {"blur": blurred, "pixelate": pixelated, "fill": filled}
 
 
-def region_mask(height: int, width: int, shape: str) -> np.ndarray:
-    """Which pixels of a `height` x `width` region are hidden: all (rect) or the inscribed ellipse."""
+FEATHER = 0.1  # share of a region's shorter side over which its edge fades in
+
+
+def region_alpha(height: int, width: int, shape: str) -> np.ndarray:
+    """How much of each pixel of a `height` x `width` region is hidden ([H, W, 1], 0-1): all of the
+    rectangle or the inscribed ellipse, fading to 0 at the edge, 0 outside."""
     if shape == "rect":
-        return np.ones((height, width), dtype=bool)
-    mask = np.zeros((height, width), dtype=np.uint8)
-    centre = ((width - 1) / 2, (height - 1) / 2)
-    cv2.ellipse(mask, (centre, (float(width), float(height)), 0), (1,), thickness=-1)
-    return mask.astype(bool)
+        inside = np.ones((height, width), dtype=np.float32)
+        inside[[0, -1], :] = inside[:, [0, -1]] = 0
+    else:
+        inside = np.zeros((height, width), dtype=np.float32)
+        centre = ((width - 1) / 2, (height - 1) / 2)
+        cv2.ellipse(inside, (centre, (float(width), float(height)), 0), (1.0,), thickness=-1)
+    kernel = 2 * max(1, round(FEATHER * min(height, width) / 2)) + 1
+    return (cv2.GaussianBlur(inside, (kernel, kernel), 0) * inside)[..., None]
 
 
-def anonymize(pixels: np.ndarray, boxes: np.ndarray, options: AnonymizeOptions) -> np.ndarray:
+def hide_faces(pixels: np.ndarray, boxes: np.ndarray, hiding: Hiding) -> np.ndarray:
     """Hide every face of `boxes` (corner boxes in the pixels' coordinates) in `pixels`, in place."""
     height, width = pixels.shape[:2]
-    hide = METHODS[options.method]
+    hide = METHODS[hiding.method]
     sides = np.minimum(boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1])
-    for (x1, y1, x2, y2), side in zip(regions(boxes, options.margin, (width, height)), sides):
+    for (x1, y1, x2, y2), side in zip(regions(boxes, hiding.margin, (width, height)), sides):
         if x2 <= x1 or y2 <= y1:
             continue
         patch = pixels[y1:y2, x1:x2]
-        mask = region_mask(y2 - y1, x2 - x1, options.shape)
-        patch[mask] = hide(patch, max(1, round(options.strength * side / 2)))[mask]
+        alpha = region_alpha(y2 - y1, x2 - x1, hiding.shape)
+        hidden = hide(patch, max(1, round(hiding.strength * side / 2)))
+        patch[...] = (alpha * hidden + (1 - alpha) * patch + 0.5).astype(np.uint8)
     return pixels

@@ -1,0 +1,31 @@
+"""`facecrop video --hold`: a face missed between two sightings is hidden where it should be."""
+
+import numpy as np
+
+from facecrop_client.video import held, same_faces
+
+
+def box(x: float, y: float, side: float = 20.0, score: float = 0.9) -> list[float]:
+    return [x, y, x + side, y + side, score]
+
+
+def test_a_face_missed_between_two_sightings_is_interpolated():
+    other = box(300, 300)
+    before, own, after = [np.array([box(100, 50), other])], np.array([other]), [np.array([box(104, 54), other])]
+    boxes = held(before, own, after)
+    assert len(boxes) == 2
+    np.testing.assert_allclose(boxes[1], box(102, 52))
+
+
+def test_faces_already_found_or_seen_on_one_side_only_are_not_added():
+    seen = np.array([box(100, 50)])
+    assert len(held([seen], seen, [seen])) == 1  # found in the frame itself
+    assert len(held([seen], np.zeros((0, 5)), [np.zeros((0, 5))])) == 0  # gone afterwards: not carried on
+    assert len(held([np.array([box(100, 50)])], np.zeros((0, 5)), [np.array([box(200, 50)])])) == 0  # another face
+
+
+def test_same_faces_needs_close_centres_and_similar_sizes():
+    a = np.array([box(100, 100)])
+    assert same_faces(a, np.array([box(108, 100), box(115, 100), box(100, 100, side=40)])).tolist() == [
+        [True, False, False]
+    ]
