@@ -202,6 +202,8 @@ def batch(client: Client, args: argparse.Namespace) -> int:
     params = service_params(args, OPTIONS[args.mode])
     failures = args.output.with_name(args.output.name + ".failures.jsonl")
     progress = partial(progress_bar, quiet=args.quiet)
+    with about(args.input_dir):
+        client.check()  # an address nobody answers: one line at once, not a failure per image
     summary = run_batch(client, args.input_dir, sink, params, args.concurrency, failures, progress)
     print(summary.line(), file=sys.stderr)
     if not summary.interrupted and args.mode == "anonymize":

@@ -21,7 +21,9 @@ RETRYABLE_STATUSES = frozenset({429, 503})
 class FacecropError(Exception):
     """The service refused a request (4xx) or kept failing (5xx, connection errors) after retries.
 
-    `status` is the HTTP status, 0 when the service never answered (code `connection_error`)."""
+    `status` is the HTTP status, 0 when the service never answered (code `connection_error`).
+    Connection errors are retried only after the service has answered this client once: an
+    address nobody answers at is reported at once."""
 
     def __init__(self, status: int, code: str, message: str, request_id: str = ""):
         super().__init__(f"{status} {code}: {message}" if status else f"{code}: {message}")
@@ -58,6 +60,7 @@ class Client:
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
         self.pool = urllib3.PoolManager(maxsize=pool_size, block=True, retries=False)
+        self.answered = False  # connection errors are retried only once the service has answered
 
     def check(self) -> None:
         """Raise FacecropError (connection_error) at once, without retries, where nobody answers."""
@@ -66,6 +69,7 @@ class Client:
         except urllib3.exceptions.HTTPError as error:
             message = f"cannot reach {self.base_url}: {_connection_problem(error)}"
             raise FacecropError(0, "connection_error", message) from error
+        self.answered = True
 
     def detect(self, image: ImageInput, **params) -> Detection:
         """Faces in `image` (a path, bytes or a binary file); params as for POST /v1/detect."""
@@ -102,11 +106,12 @@ class Client:
             try:
                 response = self.pool.request("POST", url, body=body, headers=self.headers, timeout=self.timeout)
             except urllib3.exceptions.HTTPError as error:  # connection refused, reset, timed out
-                if last:
+                if last or not self.answered:  # an address nobody ever answered at: told at once
                     message = f"cannot reach {self.base_url}: {_connection_problem(error)}"
                     raise FacecropError(0, "connection_error", message) from error
                 self._sleep(attempt, None)
                 continue
+            self.answered = True
             if response.status < 400:
                 return response
             if response.status not in RETRYABLE_STATUSES or last:

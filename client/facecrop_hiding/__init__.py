@@ -9,7 +9,8 @@ The strength is relative to each face, so a 12-pixel face and a 600-pixel one ar
 unrecognisable: the blur's radius, or the pixel blocks' side, is `strength` times half the
 face's shorter side (before the margin): at the default 1.0, half the face, which leaves no
 detail in faces of 10-20 pixels either (at 0.5 video frames kept it: README, "Video"). Each
-region's edge is feathered inside it, so overlapping regions leave no seams.
+blurred or pixelated region's edge is feathered inside it, so overlapping regions leave no seams;
+a fill stays solid to its edge.
 """
 
 from __future__ import annotations
@@ -81,18 +82,20 @@ METHODS: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {"blur": blurred, 
 FEATHER = 0.1  # share of a region's shorter side over which its edge fades in
 
 
-def region_alpha(height: int, width: int, shape: str) -> np.ndarray:
+def region_alpha(height: int, width: int, shape: str, feathered: bool) -> np.ndarray:
     """How much of each pixel of a `height` x `width` region is hidden ([H, W, 1], 0-1): all of the
-    rectangle or the inscribed ellipse, fading to 0 at the edge, 0 outside."""
+    rectangle or the inscribed ellipse, 0 outside; `feathered`, fading to 0 towards the edge."""
     if shape == "rect":
         inside = np.ones((height, width), dtype=np.float32)
-        inside[[0, -1], :] = inside[:, [0, -1]] = 0
     else:
         inside = np.zeros((height, width), dtype=np.float32)
         centre = ((width - 1) / 2, (height - 1) / 2)
         cv2.ellipse(inside, (centre, (float(width), float(height)), 0), (1.0,), thickness=-1)
-    kernel = 2 * max(1, round(FEATHER * min(height, width) / 2)) + 1
-    return (cv2.GaussianBlur(inside, (kernel, kernel), 0) * inside)[..., None]
+    if feathered:
+        kernel = 2 * max(1, round(FEATHER * min(height, width) / 2)) + 1
+        faded = cv2.GaussianBlur(inside, (kernel, kernel), 0, borderType=cv2.BORDER_CONSTANT)
+        inside *= faded
+    return inside[..., None]
 
 
 def hide_faces(pixels: np.ndarray, boxes: np.ndarray, hiding: Hiding) -> np.ndarray:
@@ -104,7 +107,7 @@ def hide_faces(pixels: np.ndarray, boxes: np.ndarray, hiding: Hiding) -> np.ndar
         if x2 <= x1 or y2 <= y1:
             continue
         patch = pixels[y1:y2, x1:x2]
-        alpha = region_alpha(y2 - y1, x2 - x1, hiding.shape)
+        alpha = region_alpha(y2 - y1, x2 - x1, hiding.shape, feathered=hiding.method != "fill")
         hidden = hide(patch, max(1, round(hiding.strength * side / 2)))
         patch[...] = (alpha * hidden + (1 - alpha) * patch + 0.5).astype(np.uint8)
     return pixels

@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -69,10 +70,17 @@ def test_a_missing_folder_is_one_line_naming_it(tmp_path):
     assert result.stderr == f"facecrop: {tmp_path / 'nowhere'}: not a folder\n"
 
 
-def test_a_service_that_is_down_is_one_line_naming_its_address(tmp_path):
+@pytest.mark.parametrize("command", ["detect", "batch"])
+def test_a_service_that_is_down_is_one_line_naming_its_address_at_once(tmp_path, command):
     photo = tmp_path / "a.jpg"
     photo.write_bytes(b"any bytes")
-    result = run_cli("detect", str(photo), "--url", DOWN)  # after the client's retries (seconds)
+    arguments = (
+        [str(photo)] if command == "detect" else [str(tmp_path), str(tmp_path / "out.jsonl"), "--mode", "detect"]
+    )
+    started = time.monotonic()
+    result = run_cli(command, *arguments, "--url", DOWN)
     assert result.returncode == 1 and result.stdout == ""
     [line] = result.stderr.splitlines()
     assert line.startswith(f"facecrop: cannot reach {DOWN}: Connection refused"), line
+    assert time.monotonic() - started < 3  # no retries: nobody ever answered there
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jpg"]

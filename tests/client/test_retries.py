@@ -89,11 +89,13 @@ def test_retries_give_up_after_the_limit(server):
     assert raised.value.code == "backend_unavailable" and len(server.seen) == 3
 
 
-def test_connection_errors_are_retried_then_reported():
-    client = Client("http://127.0.0.1:9", retries=2, backoff=0.01)
+def test_an_address_nobody_answers_at_is_reported_at_once():
+    client = Client("http://127.0.0.1:9", retries=5, backoff=10)  # a retry would sleep seconds
+    started = time.monotonic()
     with pytest.raises(FacecropError) as raised:
         client.detect(b"bytes")
-    assert raised.value.code == "connection_error"
+    assert raised.value.code == "connection_error" and "Connection refused" in raised.value.message
+    assert time.monotonic() - started < 1
 
 
 def test_api_key_is_sent(server):
