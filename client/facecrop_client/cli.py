@@ -52,7 +52,7 @@ def connection_options() -> argparse.ArgumentParser:
 
 def add_finding_options(parser: argparse.ArgumentParser) -> None:
     """Which faces are found (every endpoint)."""
-    parser.add_argument("--min-confidence", type=float, help="percent, 0-100 (service default 50; anonymize 8)")
+    parser.add_argument("--min-confidence", type=float, help="percent, 0-100 (default 50; anonymize 8; video 20)")
     parser.add_argument("--min-face-size", type=float, help="shortest face side in pixels")
     parser.add_argument(
         "--detail",
@@ -84,8 +84,8 @@ def add_crop_options(parser: argparse.ArgumentParser) -> None:
 
 def add_anonymize_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", choices=("blur", "pixelate", "fill"), help="service default blur")
-    parser.add_argument("--strength", type=float, help="0.05-1, relative to each face (service default 0.5)")
-    parser.add_argument("--margin", type=float, help="1-3: each face box grown this many times (service default 1.5)")
+    parser.add_argument("--strength", type=float, help="0.05-1, relative to each face (default 1)")
+    parser.add_argument("--margin", type=float, help="1-3: each face box grown so many times (default 1.5; video 1.3)")
     parser.add_argument("--shape", choices=("ellipse", "rect"))
 
 

@@ -99,8 +99,10 @@ def partial_path(target: Path) -> Path:
 
 
 def detect_frame(client: Client, frame: av.VideoFrame, params: dict) -> dict:
-    """/v1/detect's answer for `frame`, sent scaled to DETECT_SIDE, in the frame's own pixels."""
-    scale = min(1.0, DETECT_SIDE / max(frame.width, frame.height))
+    """/v1/detect's answer for `frame`, in the frame's own pixels: sent scaled to DETECT_SIDE, or
+    whole where a tiled pass may run (detail auto or high), which tiles the original pixels."""
+    tiled = params.get("detail", "standard") != "standard"
+    scale = 1.0 if tiled else min(1.0, DETECT_SIDE / max(frame.width, frame.height))
     small = frame.reformat(
         round(frame.width * scale), round(frame.height * scale), format="bgr24", interpolation="AREA"
     )
