@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -242,8 +243,18 @@ def video_job(args: argparse.Namespace, source: Path, target: Path, mode: str = 
     )
 
 
+def stop_on_sigterm() -> None:
+    """SIGTERM (`kill`, a container stopping) ends a long job as Ctrl-C does: its partial output removed."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def video(client: Client, args: argparse.Namespace) -> int:
     videos = video_module()
+    stop_on_sigterm()
     job = video_job(args, args.source, args.target, args.mode)
     progress = partial(progress_bar, quiet=args.quiet, unit="frame", things="frames")
     try:

@@ -1,6 +1,7 @@
 """`facecrop video` against the real service, on short clips of real faces in motion (tests/clips.py)."""
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -161,3 +162,19 @@ def test_batch_anonymize_hides_the_videos_of_a_tree_too(stack, clips, tmp_path):
     assert (out / "photo.jpg").exists()
     again = facecrop(stack, "batch", str(tree), str(out), "--mode", "anonymize", "-q")
     assert again.returncode == 0 and "street/crowd.mp4" not in again.stderr  # resumed: nothing redone
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_job_leaves_no_partial_file(stack, clips, tmp_path, stop):
+    running = subprocess.Popen(
+        [*FACECROP, "--url", stack.gateway, "video", str(clips / "crowd.mp4"), str(tmp_path / "out.mp4")],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while not list(tmp_path.iterdir()):  # the partial file appears once frames are written
+        assert time.monotonic() < deadline and running.poll() is None
+        time.sleep(0.01)
+    running.send_signal(stop)
+    assert running.wait(30) == 130
+    assert not list(tmp_path.iterdir())
