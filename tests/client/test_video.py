@@ -1,6 +1,7 @@
 """`facecrop video` against the real service, on short clips of real faces in motion (tests/clips.py)."""
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -178,3 +179,15 @@ def test_an_interrupted_job_leaves_no_partial_file(stack, clips, tmp_path, stop)
     running.send_signal(stop)
     assert running.wait(30) == 130
     assert not list(tmp_path.iterdir())
+
+
+def test_a_damaged_clip_is_processed_not_a_crash(stack, clips, tmp_path):
+    data = bytearray((clips / "crowd.mp4").read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 4096] = bytes(4096)  # a hole in the middle of the video data
+    damaged = tmp_path / "damaged.mp4"
+    damaged.write_bytes(data)
+    done = facecrop(stack, "video", str(damaged), str(tmp_path / "out.mp4"), "-q")
+    assert done.returncode == 0, done.stderr
+    frames, skipped = (int(n) for n in re.match(r"(\d+) frames \((\d+) skipped\)", done.stderr).groups())
+    assert frames + skipped >= 35 and frames == len(shape_of(tmp_path / "out.mp4")["times"])
