@@ -142,12 +142,14 @@ class LogLines(tqdm):
 def progress_bar(
     total: int, stream: TextIO | None = None, quiet: bool = False, unit: str = "img", things: str = "images"
 ) -> tqdm:
-    """Progress on `stream` (stderr): a live bar on a terminal, else a line every LOG_INTERVAL_S; none if quiet."""
+    """Progress on `stream` (stderr): a live bar on a terminal, else a line every LOG_INTERVAL_S; none if quiet.
+    Images show their failures so far; other things (video frames) do not."""
+    postfix = {"failed": 0} if things == "images" else None
     stream = stream or sys.stderr
     if quiet:
         return tqdm(total=total, disable=True)
     if stream.isatty():
-        return tqdm(total=total, file=stream, unit=unit, dynamic_ncols=True, postfix={"failed": 0})
+        return tqdm(total=total, file=stream, unit=unit, dynamic_ncols=True, postfix=postfix)
     return LogLines(
         total=total,
         file=stream,
@@ -156,7 +158,7 @@ def progress_bar(
         mininterval=LOG_INTERVAL_S,
         maxinterval=LOG_INTERVAL_S,
         leave=False,  # the summary line follows
-        postfix={"failed": 0},
+        postfix=postfix,
     )
 
 
