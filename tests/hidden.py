@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+import av
 import cv2
 import numpy as np
 
@@ -75,8 +76,6 @@ CHANGED_LEVELS = 12  # a pixel counts as changed beyond this grey-level differen
 
 
 def gray_frames(path: Path) -> Iterator[np.ndarray]:
-    import av
-
     with av.open(str(path)) as container:
         for frame in container.decode(video=0):
             yield frame.to_ndarray(format="gray")

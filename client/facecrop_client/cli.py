@@ -243,6 +243,11 @@ def video_job(args: argparse.Namespace, source: Path, target: Path, mode: str = 
     )
 
 
+def frame_progress(args: argparse.Namespace):
+    """The progress display of `video` and of batch's videos: frames, not images."""
+    return partial(progress_bar, quiet=args.quiet, unit="frame", things="frames")
+
+
 def stop_on_sigterm() -> None:
     """SIGTERM (`kill`, a container stopping) ends a long job as Ctrl-C does: its partial output removed."""
 
@@ -256,7 +261,7 @@ def video(client: Client, args: argparse.Namespace) -> int:
     videos = video_module()
     stop_on_sigterm()
     job = video_job(args, args.source, args.target, args.mode)
-    progress = partial(progress_bar, quiet=args.quiet, unit="frame", things="frames")
+    progress = frame_progress(args)
     try:
         with about(args.source):
             summary = videos.run_video(client, job, progress)
@@ -274,7 +279,7 @@ def video_batch(client: Client, args: argparse.Namespace, failures: Path) -> int
         return 0
     videos = video_module()
     failed = 0
-    progress = partial(progress_bar, quiet=args.quiet, unit="frame", things="frames")
+    progress = frame_progress(args)
     for name in names:
         target = args.output / name
         target.parent.mkdir(parents=True, exist_ok=True)

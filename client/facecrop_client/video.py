@@ -98,17 +98,17 @@ def partial_path(target: Path) -> Path:
     return target.with_name(f".{target.stem}.partial-{os.getpid()}{target.suffix}")
 
 
-def detect_frame(client: Client, frame: av.VideoFrame, params: dict) -> dict:
-    """/v1/detect's answer for `frame`, in the frame's own pixels: sent scaled to DETECT_SIDE, or
-    whole where a tiled pass may run (detail auto or high), which tiles the original pixels."""
+def detect_frame(client: Client, frame: av.VideoFrame, params: dict) -> tuple[dict, np.ndarray]:
+    """/v1/detect's answer for `frame` in the frame's own pixels, and its corner boxes: sent scaled
+    to DETECT_SIDE, or whole where a tiled pass may run (detail auto or high: it tiles the original)."""
     tiled = params.get("detail", "standard") != "standard"
     scale = 1.0 if tiled else min(1.0, DETECT_SIDE / max(frame.width, frame.height))
     small = frame.reformat(
         round(frame.width * scale), round(frame.height * scale), format="bgr24", interpolation="AREA"
     )
     _, jpeg = cv2.imencode(".jpg", small.to_ndarray(), [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY])
-    answer = client.detect(jpeg.tobytes(), **params).raw
-    return rescaled(answer, 1 / scale, frame.width, frame.height)
+    answer = rescaled(client.detect(jpeg.tobytes(), **params).raw, 1 / scale, frame.width, frame.height)
+    return answer, corner_boxes(answer)
 
 
 def rescaled(answer: dict, factor: float, width: int, height: int) -> dict:
@@ -149,7 +149,7 @@ def held(before: list[np.ndarray], own: np.ndarray, after: list[np.ndarray]) -> 
     first): interpolated between the two sightings."""
     boxes = own
     for k, earlier in enumerate(reversed(before), start=1):
-        missing = earlier[~same_faces(earlier, boxes).any(1)] if len(boxes) else earlier
+        missing = earlier[~same_faces(earlier, boxes).any(1)]
         for j, later in enumerate(after, start=1):
             if not len(missing) or not len(later):
                 continue
@@ -212,17 +212,17 @@ def run_video(client: Client, job: VideoJob, progress) -> VideoSummary:
 
 
 def _in_order(client: Client, job: VideoJob, frames: Iterator[av.VideoFrame], bar) -> Iterator[tuple]:
-    """(frame, its answer, the boxes of the `hold` frames before and after it), in order, with up to
-    `in_flight` + `hold` frames at the service at once (Triton batches same-sized ones)."""
+    """(frame, its answer, its boxes, the boxes of the `hold` frames before and after it), in order,
+    with up to `in_flight` + `hold` frames at the service at once (Triton batches same-sized ones)."""
     queue: deque[tuple[av.VideoFrame, Future]] = deque()
     past: deque[np.ndarray] = deque(maxlen=job.hold)
 
     def oldest() -> tuple:
         frame, future = queue.popleft()
-        answer = future.result()
-        after = [corner_boxes(later.result()) for _, later in islice(queue, job.hold)]
-        item = (frame, answer, list(past), after)
-        past.append(corner_boxes(answer))
+        answer, boxes = future.result()
+        after = [later.result()[1] for _, later in islice(queue, job.hold)]
+        item = (frame, answer, boxes, list(past), after)
+        past.append(boxes)
         bar.update(1)
         return item
 
@@ -238,7 +238,7 @@ def _in_order(client: Client, job: VideoJob, frames: Iterator[av.VideoFrame], ba
 def _list_faces(client: Client, job: VideoJob, container, partial: Path, summary: VideoSummary, bar) -> None:
     frames = decoded_frames(container, None, {}, summary)
     with open(partial, "w", encoding="utf-8") as out:
-        for frame, answer, _, _ in _in_order(client, job, frames, bar):
+        for frame, answer, *_ in _in_order(client, job, frames, bar):
             out.write(json.dumps({"frame": summary.frames, "time": frame.time, **answer}) + "\n")
             summary.frames += 1
             summary.faces += len(answer["faces"])
@@ -266,10 +266,10 @@ def _hide_faces(client: Client, job: VideoJob, container, partial: Path, summary
         rotation = first_frame_rotation(job.source)
         if rotation:  # before the header is written, which the first audio packet may do
             video.set_display_rotation(rotation)
-        for frame, answer, before, after in _in_order(
+        for frame, _, found, before, after in _in_order(
             client, job, decoded_frames(container, output, audio_map, summary), bar
         ):
-            boxes = held(before, corner_boxes(answer), after)
+            boxes = held(before, found, after)
             boxes = boxes[plausible(boxes[:, 4], boxes[:, :4])] if len(boxes) else boxes
             out = frame
             if len(boxes):
