@@ -83,7 +83,7 @@ FEATHER = 0.1  # share of a region's shorter side over which its edge fades in
 
 
 def region_alpha(height: int, width: int, shape: str, feathered: bool) -> np.ndarray:
-    """How much of each pixel of a `height` x `width` region is hidden ([H, W, 1], 0-1): all of the
+    """How much of each pixel of a `height` x `width` region is hidden ([H, W] float32, 0-1): all of the
     rectangle or the inscribed ellipse, 0 outside; `feathered`, fading to 0 towards the edge."""
     if shape == "rect":
         inside = np.ones((height, width), dtype=np.float32)
@@ -95,7 +95,7 @@ def region_alpha(height: int, width: int, shape: str, feathered: bool) -> np.nda
         kernel = 2 * max(1, round(FEATHER * min(height, width) / 2)) + 1
         faded = cv2.GaussianBlur(inside, (kernel, kernel), 0, borderType=cv2.BORDER_CONSTANT)
         inside *= faded
-    return inside[..., None]
+    return inside
 
 
 def hide_faces(pixels: np.ndarray, boxes: np.ndarray, hiding: Hiding) -> np.ndarray:
@@ -109,5 +109,5 @@ def hide_faces(pixels: np.ndarray, boxes: np.ndarray, hiding: Hiding) -> np.ndar
         patch = pixels[y1:y2, x1:x2]
         alpha = region_alpha(y2 - y1, x2 - x1, hiding.shape, feathered=hiding.method != "fill")
         hidden = hide(patch, max(1, round(hiding.strength * side / 2)))
-        patch[...] = (alpha * hidden + (1 - alpha) * patch + 0.5).astype(np.uint8)
+        patch[...] = cv2.blendLinear(hidden, patch, alpha, 1 - alpha)  # one pass, no float copies
     return pixels
