@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
@@ -114,7 +115,7 @@ class TritonModel:
             yield self._batch(np.empty(shape, self.wire.dtype), None, [])
             return
         layout = self.wire.layout(*shape[1:3] if self.wire.channels_last else shape[2:4])
-        tensor_bytes = shm.aligned(int(np.prod(shape)) * np.dtype(self.wire.dtype).itemsize)
+        tensor_bytes = shm.aligned(math.prod(shape) * np.dtype(self.wire.dtype).itemsize)
         region = regions.lease(tensor_bytes + shape[0] * sum(_nbytes(s, d) for _, s, d in layout) + 1024)
         in_flight: list[PendingCall] = []
         try:
@@ -246,7 +247,7 @@ class TritonModel:
 
 
 def _nbytes(shape: tuple[int, ...], dtype: type[np.generic]) -> int:
-    return int(np.prod(shape)) * np.dtype(dtype).itemsize
+    return math.prod(shape) * np.dtype(dtype).itemsize
 
 
 def _answered_shape(result: grpcclient.InferResult, name: str, room: tuple[int, ...]) -> tuple[int, ...]:
