@@ -115,7 +115,7 @@ class TritonModel:
             yield self._batch(np.empty(shape, self.wire.dtype), None, [])
             return
         layout = self.wire.layout(*shape[1:3] if self.wire.channels_last else shape[2:4])
-        tensor_bytes = shm.aligned(math.prod(shape) * np.dtype(self.wire.dtype).itemsize)
+        tensor_bytes = shm.aligned(_nbytes(shape, self.wire.dtype))
         region = regions.lease(tensor_bytes + shape[0] * sum(_nbytes(s, d) for _, s, d in layout) + 1024)
         in_flight: list[PendingCall] = []
         try:
