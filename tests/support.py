@@ -3,12 +3,18 @@ stand-in, small helpers for talking to the running stack, and the pages in Chrom
 
 from __future__ import annotations
 
+import functools
 import io
 import json
+import signal
 import struct
+import threading
 import zlib
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
 from functools import cache
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -199,3 +205,77 @@ def screenshot(page: Page, name: str, down_to: str | None = None) -> None:
         bottom = page.evaluate("window.scrollY") + box["y"] + box["height"] + 16
         clip = {"x": 0, "y": 0, "width": page.viewport_size["width"], "height": bottom}
     page.screenshot(path=str(ARTIFACTS / name), full_page=True, clip=clip)
+
+
+# For a child process that a test stops with SIGINT: Ctrl-C's default handling, even where the
+# test runs with SIGINT ignored (a background job of a shell ignores it, and its children inherit that).
+restore_ctrl_c = functools.partial(signal.signal, signal.SIGINT, signal.SIG_DFL)
+
+
+@dataclass
+class Gate:
+    """What a `gated` proxy lets through: the first `let_through` requests to `path`; later ones wait
+    for `release`, and `held` is set as the first of them arrives."""
+
+    path: str
+    let_through: int
+    held: threading.Event = field(default_factory=threading.Event)
+    released: threading.Event = field(default_factory=threading.Event)
+    seen: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def wait_turn(self, path: str) -> None:
+        if not path.startswith(self.path):
+            return
+        with self.lock:
+            self.seen += 1
+            over = self.seen > self.let_through
+        if over:
+            self.held.set()
+            self.released.wait(60)
+
+
+class _Forward(BaseHTTPRequestHandler):
+    """Passes each request on to the server's target once its gate allows, and the answer back."""
+
+    def forward(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.server.gate.wait_turn(self.path)  # type: ignore[attr-defined]
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+        answer = requests.request(
+            self.command,
+            self.server.target + self.path,
+            data=body,
+            headers=headers,
+            timeout=60,  # type: ignore[attr-defined]
+        )
+        self.send_response(answer.status_code)
+        for name in ("Content-Type", "Retry-After", "X-Request-ID"):
+            if name in answer.headers:
+                self.send_header(name, answer.headers[name])
+        self.send_header("Content-Length", str(len(answer.content)))
+        self.end_headers()
+        self.wfile.write(answer.content)
+
+    do_GET = do_POST = forward
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@contextmanager
+def gated(target: str, gate: Gate) -> Iterator[str]:
+    """A forwarding proxy to `target` (the real gateway) on a loopback port, behind `gate`: a job
+    that a test stops while the gate holds one of its requests cannot have finished before the
+    signal, however slowly the test itself is scheduled. Yields the proxy's URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Forward)
+    server.daemon_threads = True
+    server.target, server.gate = target, gate  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        gate.released.set()
+        server.shutdown()
+        server.server_close()

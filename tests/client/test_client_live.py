@@ -1,6 +1,5 @@
 """The client and the `facecrop` command line against the real service."""
 
-import functools
 import io
 import json
 import os
@@ -8,7 +7,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -17,7 +15,7 @@ from PIL import Image
 
 from facecrop_client import Client, Face, FacecropError
 from local_triton.processes import SHARED_FACES
-from tests.support import ASTRONAUT, CROWD, photo
+from tests.support import ASTRONAUT, CROWD, Gate, gated, photo, restore_ctrl_c
 
 FACECROP = [sys.executable, "-m", "facecrop_client.cli"]
 
@@ -136,17 +134,17 @@ def test_batch_crop_mirrors_the_tree_and_skips_what_is_done(stack, tmp_path):
 def test_batch_stops_cleanly_on_ctrl_c_and_a_rerun_finishes(stack, tmp_path):
     names = photo_tree(tmp_path / "in", 60)
     output = tmp_path / "faces.jsonl"
-    env = {**os.environ, "FACECROP_URL": stack.gateway}
-    command = [*FACECROP, "batch", str(tmp_path / "in"), str(output), "--mode", "detect", "--concurrency", "2"]
-    # Ctrl-C reaches the command even where this test runs with SIGINT ignored (a background
-    # job of a shell ignores it, and its children inherit that)
-    restore_ctrl_c = functools.partial(signal.signal, signal.SIGINT, signal.SIG_DFL)
-    process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, preexec_fn=restore_ctrl_c)
-    deadline = time.monotonic() + 60
-    while (not output.exists() or len(output.read_text().splitlines()) < 5) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=60)
+    # The service is reached through a gate that answers 8 photos and holds the next: Ctrl-C comes
+    # mid-way, and the batch cannot have finished first.
+    gate = Gate("/v1/detect", let_through=8)
+    with gated(stack.gateway, gate) as url:
+        command = [*FACECROP, "batch", str(tmp_path / "in"), str(output), "--mode", "detect", "--concurrency", "2"]
+        env = {**os.environ, "FACECROP_URL": url}
+        process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, preexec_fn=restore_ctrl_c)
+        assert gate.held.wait(60), process.poll()
+        process.send_signal(signal.SIGINT)
+        gate.released.set()
+        _, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr
     assert "interrupted" in stderr and "Traceback" not in stderr
     partial = read_jsonl(output)

@@ -15,7 +15,7 @@ import pytest
 
 from tests.clips import build_clip
 from tests.hidden import video_hiding
-from tests.support import CROWD, photo
+from tests.support import CROWD, Gate, gated, photo, restore_ctrl_c
 
 FACECROP = [sys.executable, "-m", "facecrop_client.cli"]
 # Faces hidden on the 40-frame clip at the defaults: 0.84 measured (the 720p shared clip: 0.78,
@@ -167,17 +167,22 @@ def test_batch_anonymize_hides_the_videos_of_a_tree_too(stack, clips, tmp_path):
 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupted_job_leaves_no_partial_file(stack, clips, tmp_path, stop):
-    running = subprocess.Popen(
-        [*FACECROP, "--url", stack.gateway, "video", str(clips / "crowd.mp4"), str(tmp_path / "out.mp4")],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 30
-    while not list(tmp_path.iterdir()):  # the partial file appears once frames are written
-        assert time.monotonic() < deadline and running.poll() is None
-        time.sleep(0.01)
-    running.send_signal(stop)
-    assert running.wait(30) == 130
+    # The service is reached through a gate that answers 12 frames and then holds the next one:
+    # the signal comes while the job is mid-way (frames written), and it cannot have finished.
+    gate = Gate("/v1/detect", let_through=12)
+    with gated(stack.gateway, gate) as url:
+        running = subprocess.Popen(
+            [*FACECROP, "--url", url, "video", str(clips / "crowd.mp4"), str(tmp_path / "out.mp4")],
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=restore_ctrl_c,
+        )
+        assert gate.held.wait(60), running.poll()
+        assert [p.name for p in tmp_path.iterdir()] == [f".out.partial-{running.pid}.mp4"]
+        running.send_signal(stop)
+        gate.released.set()
+        _, stderr = running.communicate(timeout=60)
+    assert running.returncode == 130, stderr
     assert not list(tmp_path.iterdir())
 
 
