@@ -19,6 +19,9 @@ Scenarios, all at the gateway's resize policy and the same onnxruntime thread co
   anonymize          faces hidden and area changed against deface (bench/anonymize.py)
   video              `facecrop video` against the deface command on a 720p and a 1080p clip:
                      fps, faces hidden, pixels changed (bench/video.py)
+  placement          /v1/crop's window on every labeled set against centring, thumbor's smart
+                     crop and the best window: faces framed, largest face framed, time
+                     (bench/placement.py)
 
 By default it starts its own local Triton + gateway on free ports; `--url` (and
 `--triton-url` for batch statistics) measures a running deployment instead.
@@ -49,6 +52,7 @@ from bench.harness import Measurement, closed_loop
 from bench.onnx_model import OnnxModel
 from bench.phone import gateway_cpu, phone_photos
 from bench.phone import table as phone_table
+from bench.placement import report as placement_report
 from bench.video import report as video_report
 from bench.workload import PHOTO_SETS, load_photos, must_succeed, photo_paths, service_call
 from facecrop_client import Client
@@ -270,6 +274,7 @@ def main() -> int:
         details = detail_report(url)
         hiding = anonymize_report(url)
         videos = video_report(url)
+        placements = placement_report(url, candidates=True)
 
     by_name = {m.name: m for m in rows}
     latency_ratio = by_name["service c=1"].percentile_ms(50) / reference.percentile_ms(50)
@@ -315,6 +320,7 @@ def main() -> int:
     report += ["", "`detail` on every labeled set (bench/detail.py):", "", details]
     report += ["", "/v1/anonymize against deface on every labeled set (bench/anonymize.py):", "", hiding]
     report += ["", "facecrop video against the deface command, end to end (bench/video.py):", "", videos]
+    report += ["", "Placement: /v1/crop at zoom 0 on every labeled set (bench/placement.py):", "", placements]
     text = "\n".join(report)
     print(text)
     if args.results:

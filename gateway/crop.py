@@ -12,6 +12,7 @@ import numpy as np
 
 from gateway.decode import DecodedImage
 from gateway.params import CropOptions
+from gateway.placement import place_for_faces
 
 
 @dataclass(frozen=True)
@@ -28,13 +29,18 @@ class CropPlan:
     output: tuple[int, int]  # (width, height) of the returned picture
 
 
-def face_box(boxes: np.ndarray, faces: str) -> np.ndarray | None:
-    """Corner box (x1, y1, x2, y2) holding every face (`all`) or the largest one; None if no face."""
+def framed_faces(boxes: np.ndarray, faces: str) -> np.ndarray:
+    """The faces [K, 4] the crop must frame: every one (`all`) or the largest one."""
+    if faces == "largest" and len(boxes):
+        areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+        return boxes[[int(np.argmax(areas))]]
+    return boxes
+
+
+def face_box(boxes: np.ndarray) -> np.ndarray | None:
+    """Corner box (x1, y1, x2, y2) holding every face of `boxes`; None if there is none."""
     if not len(boxes):
         return None
-    if faces == "largest":
-        areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-        return boxes[int(np.argmax(areas))]
     return np.concatenate([boxes[:, :2].min(axis=0), boxes[:, 2:].max(axis=0)])
 
 
@@ -105,12 +111,20 @@ def output_size(region: Rect, options: CropOptions) -> tuple[int, int]:
 
 
 def plan_crop(boxes: np.ndarray, image: tuple[int, int], options: CropOptions) -> CropPlan:
-    """Where to crop and at what size, from face boxes [K, 4] (x1, y1, x2, y2) in an image (width, height)."""
-    box = face_box(boxes, options.faces) if options.gravity == "face" else None
+    """Where to crop and at what size, from face boxes [K, 4] (x1, y1, x2, y2) in an image (width, height).
+
+    A region that holds every face to frame is centred on them (Cloudflare's rule); one too
+    small for them keeps the most faces whole instead (gateway/placement.py).
+    """
+    framed = framed_faces(boxes, options.faces) if options.gravity == "face" else boxes[:0]
+    box = face_box(framed)
     size = region_size(box, options.zoom, image)
     if options.width is not None and options.height is not None:
         size = widen_to_aspect(size, options.width / options.height, image)
     region = place(size, focal_point(box, options.gravity, image), image)
+    if len(framed):
+        x, y = place_for_faces((region.x, region.y), (region.width, region.height), framed, image)
+        region = Rect(x, y, region.width, region.height)
     return CropPlan(region=region, output=output_size(region, options))
 
 

@@ -7,7 +7,7 @@ import pytest
 import requests
 from PIL import Image
 
-from tests.support import ASTRONAUT, CROWD, encoded, photo, rectangle
+from tests.support import ASTRONAUT, CROWD, encoded, labeled_set, photo, rectangle
 
 
 def crop(stack, data: bytes, params=None):
@@ -91,6 +91,72 @@ def test_exif_rotated_portrait_comes_back_upright(stack):
         np.asarray(output, dtype=int) - np.asarray(Image.open(io.BytesIO(reference.content)), dtype=int)
     )
     assert difference.mean() < 6
+
+
+def listed_boxes(body: dict) -> np.ndarray:
+    rects = [rectangle(face) for face in body["faces"]]
+    return np.array([[x, y, x + w, y + h] for x, y, w, h in rects], dtype=float).reshape(-1, 4)
+
+
+def centred_window(boxes: np.ndarray, image: tuple[int, int], output: tuple[int, int]) -> tuple[int, int, int, int]:
+    """Cloudflare's rule at zoom 0, written out independently: the largest window of the output's
+    aspect ratio, centred on the box around the faces, shifted inside the image."""
+    aspect = output[0] / output[1]
+    width, height = (image[1] * aspect, image[1]) if image[0] / image[1] > aspect else (image[0], image[0] / aspect)
+    width, height = min(round(width), image[0]), min(round(height), image[1])
+    centre = (boxes[:, :2].min(0) + boxes[:, 2:].max(0)) / 2
+    x = min(max(round(centre[0] - width / 2), 0), image[0] - width)
+    y = min(max(round(centre[1] - height / 2), 0), image[1] - height)
+    return x, y, width, height
+
+
+def holds(window: tuple[int, int, int, int], boxes: np.ndarray, slack: float = 0) -> np.ndarray:
+    x, y, w, h = window
+    return (
+        (boxes[:, 0] >= x + slack)
+        & (boxes[:, 1] >= y + slack)
+        & (boxes[:, 2] <= x + w - slack)
+        & (boxes[:, 3] <= y + h - slack)
+    )
+
+
+@pytest.mark.parametrize("output", [(256, 256), (1200, 400), (400, 1200)])
+def test_over_the_shared_sets_crops_that_held_every_face_still_do_and_the_others_keep_more(stack, output):
+    kept = 0
+    whole_faces, largest_whole = np.zeros(2, int), np.zeros(2, int)  # (centred, the service's), where they differ
+    for name in ("wider_val_native", "wider_val_416sq", "facemask", "dlib_voc_faces"):
+        images, truths = labeled_set(name)
+        for truth in truths[::4]:
+            params = {"width": output[0], "height": output[1], "zoom": 0, "max_faces": 1000, "format": "json"}
+            body = crop(stack, (images / truth["image"]).read_bytes(), params).json()
+            boxes = listed_boxes(body)
+            if not len(boxes):
+                continue
+            image = (body["image"]["width"], body["image"]["height"])
+            c = body["crop"]
+            window, centred = (c["x"], c["y"], c["width"], c["height"]), centred_window(boxes, image, output)
+            assert window[2:] == centred[2:]
+            if holds(centred, boxes, slack=1).all():  # clear of rounding: the listed faces are whole pixels
+                assert abs(window[0] - centred[0]) <= 1 and abs(window[1] - centred[1]) <= 1, (window, centred)
+                kept += 1
+            elif window != centred:
+                largest = boxes[[int(np.argmax(np.prod(boxes[:, 2:] - boxes[:, :2], axis=1)))]]
+                whole_faces += [holds(centred, boxes).sum(), holds(window, boxes, slack=-1).sum()]
+                largest_whole += [holds(centred, largest).all(), holds(window, largest, slack=-1).all()]
+    assert kept >= 5, kept
+    assert whole_faces[1] > whole_faces[0] and largest_whole[1] >= largest_whole[0], (whole_faces, largest_whole)
+
+
+def test_a_portrait_of_a_wide_group_holds_whole_faces_not_halves(stack):
+    params = {"width": 400, "height": 1200, "zoom": 0, "format": "json"}
+    body = crop(stack, photo(CROWD).read_bytes(), params).json()
+    boxes = listed_boxes(body)
+    image = (body["image"]["width"], body["image"]["height"])
+    c = body["crop"]
+    window, centred = (c["x"], c["y"], c["width"], c["height"]), centred_window(boxes, image, (400, 1200))
+    overlapping = (boxes[:, 0] < window[0] + window[2]) & (boxes[:, 2] > window[0])
+    assert holds(window, boxes).sum() > holds(centred, boxes).sum()  # centring: 3 whole, 4 cut at the edges
+    assert not (overlapping & ~holds(window, boxes)).any()
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from gateway.crop import (
     Rect,
     face_box,
     focal_point,
+    framed_faces,
     place,
     plan_crop,
     region_size,
@@ -36,9 +37,9 @@ def test_zoom_one_is_the_face_box_and_zoom_zero_the_whole_image():
 
 def test_face_box_holds_all_faces_or_the_largest():
     boxes = np.array([[10, 10, 30, 30], [100, 50, 160, 130], [300, 20, 320, 44]], dtype=float)
-    assert face_box(boxes, "all").tolist() == [10, 10, 320, 130]
-    assert face_box(boxes, "largest").tolist() == [100, 50, 160, 130]
-    assert face_box(boxes[:0], "all") is None
+    assert face_box(framed_faces(boxes, "all")).tolist() == [10, 10, 320, 130]
+    assert face_box(framed_faces(boxes, "largest")).tolist() == [100, 50, 160, 130]
+    assert face_box(boxes[:0]) is None
 
 
 def test_no_face_falls_back_to_the_centre_or_the_given_point():

@@ -1,0 +1,258 @@
+"""Crop placement on every labeled set: faces framed and the largest face framed, side by side.
+
+For each photo of ../shared/faces' labeled sets and each output (256x256, 1200x400, 400x1200),
+`fit=cover, gravity=face, zoom=0` as /v1/crop answers it (`format=json`), against:
+  centred        Cloudflare's rule, the placement before: the window centred on the box around
+                 the faces the service found, shifted inside the image (gateway.crop)
+  thumbor smart  thumbor 7.8's `/unsafe/WxH/smart/` (face + feature detectors, bench/thumbor.py),
+                 its crop read from its meta endpoint
+  best window    the same-size window placed by brute force to frame the most ground-truth faces
+A ground-truth face (shorter side at least MIN_SIDE) is framed when at least INSIDE of its box
+is inside the crop; the ground truth is used only here, never by the service. "placed / best"
+is the share of faces framed against the best window's.
+
+`--candidates` adds the face-weight powers the default (gateway/placement.py's SIZE_POWER) was
+chosen from, and the leave-one-out check: each set held out, the power chosen on the other three.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+import requests
+
+from bench.thumbor import running_thumbor, smart_crop_rect
+from bench.workload import report_command
+from gateway.crop import Rect, face_box, focal_point, place, plan_crop, region_size, widen_to_aspect
+from gateway.params import CropOptions
+from gateway.placement import SIZE_POWER, place_for_faces
+from local_triton.processes import SHARED_FACES
+from tests.support import labeled_set
+
+SETS = ("wider_val_native", "wider_val_416sq", "facemask", "dlib_voc_faces")
+OUTPUTS = ((256, 256), (1200, 400), (400, 1200))
+MIN_SIDE = 16
+INSIDE = 0.9
+POWERS = (0, 0.5, 1, 1.5, 2, 3)
+TARGET_SHARE = 0.95  # of the best window's faces framed
+
+
+@dataclass(frozen=True)
+class Case:
+    """One photo at one output size."""
+
+    image: tuple[int, int]
+    output: tuple[int, int]
+    truth: np.ndarray  # counted ground-truth faces, corner boxes
+    faces: np.ndarray  # the faces the service found (whole pixels, as listed), corner boxes
+    service: Rect  # the service's crop
+    thumbor: Rect  # thumbor's smart crop
+
+
+def counted_truth(truth: dict) -> np.ndarray:
+    boxes = np.asarray(truth["boxes"], dtype=float).reshape(-1, 4)
+    boxes = boxes[np.minimum(boxes[:, 2], boxes[:, 3]) >= MIN_SIDE]
+    return np.hstack([boxes[:, :2], boxes[:, :2] + boxes[:, 2:]])
+
+
+def load_cases(url: str, thumbor: str, name: str, truth: dict) -> list[Case]:
+    images, _ = labeled_set(name)
+    data = (images / truth["image"]).read_bytes()
+    cases = []
+    for output in OUTPUTS:
+        params = {"width": output[0], "height": output[1], "zoom": 0, "format": "json", "max_faces": 1000}
+        response = requests.post(f"{url}/v1/crop", params=params, files={"image": data}, timeout=120)
+        response.raise_for_status()
+        body = response.json()
+        rects = [face["face_rectangle"] for face in body["faces"]]
+        faces = np.array([[r["x"], r["y"], r["x"] + r["width"], r["y"] + r["height"]] for r in rects], float)
+        cases.append(
+            Case(
+                image=(body["image"]["width"], body["image"]["height"]),
+                output=output,
+                truth=counted_truth(truth),
+                faces=faces.reshape(-1, 4),
+                service=Rect(**body["crop"]),
+                thumbor=Rect(*smart_crop_rect(thumbor, f"{name}/images/{truth['image']}", *output)),
+            )
+        )
+    return cases
+
+
+def inside_share(x, y, width: int, height: int, boxes: np.ndarray) -> np.ndarray:
+    """The share of each box inside the window(s) at (x, y) (arrays [P, 1] broadcast to [P, K])."""
+    x1, y1 = np.maximum(boxes[:, 0], x), np.maximum(boxes[:, 1], y)
+    x2, y2 = np.minimum(boxes[:, 2], x + width), np.minimum(boxes[:, 3], y + height)
+    inside = np.clip(x2 - x1, 0, None) * np.clip(y2 - y1, 0, None)
+    return inside / ((boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1]))
+
+
+def framed(region: Rect, boxes: np.ndarray) -> np.ndarray:
+    """Per box: at least INSIDE of it lies inside `region`."""
+    return inside_share(region.x, region.y, region.width, region.height, boxes) >= INSIDE
+
+
+def holds_all(region: Rect, boxes: np.ndarray) -> bool:
+    """Every box whole inside `region`, clear of a pixel's rounding (the listed faces are whole pixels)."""
+    return bool((inside_share(region.x + 1, region.y + 1, region.width - 2, region.height - 2, boxes) == 1).all())
+
+
+def moved(region: Rect, centred: Rect) -> bool:
+    """More than a pixel's rounding apart (the bench centres on the listed, whole-pixel faces)."""
+    return abs(region.x - centred.x) > 1 or abs(region.y - centred.y) > 1
+
+
+def centred(case: Case) -> Rect:
+    """Cloudflare's rule at zoom 0: the largest window of the output's aspect, centred on the faces."""
+    box = face_box(case.faces)
+    size = widen_to_aspect(region_size(box, 0, case.image), case.output[0] / case.output[1], case.image)
+    return place(size, focal_point(box, "face", case.image), case.image)
+
+
+def placed(case: Case, power: float) -> Rect:
+    """The placement with face weights to `power` (the service's, at SIZE_POWER), from the listed faces."""
+    window = centred(case)
+    if not len(case.faces):
+        return window
+    x, y = place_for_faces((window.x, window.y), (window.width, window.height), case.faces, case.image, power)
+    return Rect(x, y, window.width, window.height)
+
+
+def best_window(case: Case) -> Rect:
+    """The window of the service's size framing the most ground-truth faces, by trying every offset."""
+    window = centred(case)
+    if not len(case.truth):
+        return window
+    xs, ys = np.meshgrid(np.arange(case.image[0] - window.width + 1), np.arange(case.image[1] - window.height + 1))
+    x, y = xs.reshape(-1, 1), ys.reshape(-1, 1)
+    counts = (inside_share(x, y, window.width, window.height, case.truth) >= INSIDE).sum(axis=1)
+    best = int(np.argmax(counts))
+    return Rect(int(x[best, 0]), int(y[best, 0]), window.width, window.height)
+
+
+def largest_truth(case: Case) -> np.ndarray:
+    areas = (case.truth[:, 2] - case.truth[:, 0]) * (case.truth[:, 3] - case.truth[:, 1])
+    return case.truth[[int(np.argmax(areas))]]
+
+
+@dataclass(frozen=True)
+class Score:
+    faces: float  # share of counted ground-truth faces framed
+    largest: float  # share of photos whose largest ground-truth face is framed
+
+
+def score(cases: list[Case], regions: list[Rect]) -> Score:
+    framed_faces = sum(int(framed(r, c.truth).sum()) for c, r in zip(cases, regions))
+    with_faces = [(c, r) for c, r in zip(cases, regions) if len(c.truth)]
+    largest = sum(bool(framed(r, largest_truth(c)).all()) for c, r in with_faces)
+    return Score(framed_faces / max(sum(len(c.truth) for c in cases), 1), largest / max(len(with_faces), 1))
+
+
+def placement_ms(cases: list[Case]) -> np.ndarray:
+    """Wall time of plan_crop (placement included) on each case's faces, ms."""
+    times = []
+    for case in cases:
+        options = CropOptions(width=case.output[0], height=case.output[1], zoom=0)
+        started = time.perf_counter()
+        plan_crop(case.faces, case.image, options)
+        times.append((time.perf_counter() - started) * 1000)
+    return np.array(times)
+
+
+def meets(cases: list[Case], power: float, best: Score, thumbor: Score) -> tuple[float, bool]:
+    """(placed / best faces framed, largest face framed at least as often as thumbor) at `power`."""
+    own = score(cases, [placed(c, power) for c in cases])
+    return own.faces / max(best.faces, 1e-9), own.largest >= thumbor.largest
+
+
+def report(url: str, candidates: bool = False) -> str:
+    groups: dict[tuple[str, tuple[int, int]], list[Case]] = {}
+    with running_thumbor(SHARED_FACES, processes=0) as thumbor, ThreadPoolExecutor(2) as pool:
+        for name in SETS:
+            if not (SHARED_FACES / name).is_dir():
+                continue
+            _, truths = labeled_set(name)
+            for cases in pool.map(partial(load_cases, url, thumbor, name), truths):
+                for case in cases:
+                    groups.setdefault((name, case.output), []).append(case)
+    lines = [
+        "| set | output | faces | framed: centred | placed | thumbor smart | best window | placed / best "
+        "| largest framed: centred | placed | thumbor smart |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    references: dict[tuple[str, tuple[int, int]], tuple[Score, Score]] = {}
+    worst_share, largest_misses, changed_held = 1.0, [], 0
+    for (name, output), cases in groups.items():
+        before = [centred(c) for c in cases]
+        now = score(cases, [c.service for c in cases])
+        old, peer = score(cases, before), score(cases, [c.thumbor for c in cases])
+        best = score(cases, [best_window(c) for c in cases])
+        references[(name, output)] = (best, peer)
+        share = now.faces / max(best.faces, 1e-9)
+        worst_share = min(worst_share, share)
+        if now.largest < peer.largest:
+            largest_misses.append(f"{name} {output[0]}x{output[1]}")
+        changed_held += sum(moved(c.service, r) and holds_all(r, c.faces) for c, r in zip(cases, before))
+        lines.append(
+            f"| {name} | {output[0]}x{output[1]} | {sum(len(c.truth) for c in cases)} | {old.faces:.3f} "
+            f"| {now.faces:.3f} | {peer.faces:.3f} | {best.faces:.3f} | {share:.3f} "
+            f"| {old.largest:.3f} | {now.largest:.3f} | {peer.largest:.3f} |"
+        )
+    times = placement_ms([c for cases in groups.values() for c in cases])
+    lines += [
+        "",
+        f"- faces framed / the best window's, worst set and size: **{worst_share:.3f}** (target >= {TARGET_SHARE})",
+        "- largest face framed at least as often as thumbor's smart crop: "
+        + ("**on every set and size**" if not largest_misses else f"**not on {', '.join(largest_misses)}**"),
+        f"- crops that held every face found, moved: **{changed_held}** (centring is kept where the window holds them)",
+        f"- placement (plan_crop) per photo: p50 {np.percentile(times, 50):.3f} ms, "
+        f"**p99 {np.percentile(times, 99):.3f} ms** (target <= 1), {len(times)} photos x sizes",
+    ]
+    if candidates:
+        lines += ["", *power_table(groups, references)]
+    return "\n".join(lines)
+
+
+def power_table(
+    groups: dict[tuple[str, tuple[int, int]], list[Case]], references: dict[tuple[str, tuple[int, int]], tuple]
+) -> list[str]:
+    """Each face-weight power on every set and size, and the leave-one-out choice: the power whose
+    largest face is framed at least as often as thumbor's everywhere, with the best mean share."""
+    results = {(key, power): meets(cases, power, *references[key]) for key, cases in groups.items() for power in POWERS}
+
+    def summary(power: float, keys: list) -> tuple[bool, float, float]:
+        mine = [results[(key, power)] for key in keys]
+        shares = [share for share, _ in mine]
+        return all(ok for _, ok in mine), float(np.mean(shares)), min(shares)
+
+    lines = [
+        "| power | mean placed / best | worst | every set and size: largest face framed >= thumbor |",
+        "|---:|---:|---:|---|",
+    ]
+    for power in POWERS:
+        ok, mean, worst = summary(power, list(groups))
+        lines.append(f"| {power:g} | {mean:.3f} | {worst:.3f} | {'yes' if ok else 'no'} |")
+    lines += [
+        "",
+        "| held out | power chosen on the other sets | there: mean placed / best | worst | largest >= thumbor |",
+    ]
+    lines.append("|---|---:|---:|---:|---|")
+    for held in sorted({name for name, _ in groups}):
+        power = max(POWERS, key=lambda p: summary(p, [key for key in groups if key[0] != held])[:2])
+        ok, mean, worst = summary(power, [key for key in groups if key[0] == held])
+        lines.append(f"| {held} | {power:g} | {mean:.3f} | {worst:.3f} | {'yes' if ok else 'no'} |")
+    everywhere = max(POWERS, key=lambda p: summary(p, list(groups))[:2])
+    lines.append(f"\nThe default, SIZE_POWER = {SIZE_POWER:g}; the power chosen on every set: {everywhere:g}.")
+    return lines
+
+
+def main() -> None:
+    report_command(__doc__, "bench-placement", report, "--candidates", "also the powers the default was chosen from")
+
+
+if __name__ == "__main__":
+    main()
