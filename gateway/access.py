@@ -9,8 +9,10 @@ from flask import Response, g, request
 
 from gateway.errors import Overloaded, Unauthorized
 
-# The API; everything else (health, metrics, docs, the demo page) is open and unlimited.
+# The API, and the URL form (whose <img src> cannot carry an API key: gateway/url/signing.py);
+# everything else (health, metrics, docs, the demo page) is open and unlimited.
 API_PREFIX = "/v1/"
+URL_PREFIX = "/cdn-cgi/image/"
 EXPOSED_HEADERS = "X-Crop-Rect, X-Face-Count, X-Passes, X-Request-ID"
 PAGE_POLICY = (
     "default-src 'self'; img-src 'self' blob: data:; style-src 'self'; script-src 'self'; "
@@ -44,10 +46,12 @@ class InFlightLimit:
 
 
 def guard_api(keys: tuple[str, ...], limit: InFlightLimit) -> None:
-    """before_request: API keys (when configured), then the in-flight limit, for API calls."""
-    if not request.path.startswith(API_PREFIX) or request.method == "OPTIONS":
+    """before_request: API keys (when configured) for API calls, then the in-flight limit for
+    them and for the URL form."""
+    api = request.path.startswith(API_PREFIX)
+    if not (api or request.path.startswith(URL_PREFIX)) or request.method == "OPTIONS":
         return
-    if keys and not key_is_valid(request.headers.get("Authorization"), keys):
+    if api and keys and not key_is_valid(request.headers.get("Authorization"), keys):
         raise Unauthorized("a valid API key is required: Authorization: Bearer KEY")
     limit.admit()
 

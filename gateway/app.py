@@ -16,12 +16,15 @@ from gateway.errors import ApiError, PayloadTooLarge
 from gateway.infer import TritonModel
 from gateway.model import Model
 from gateway.uploads import InMemoryRequest
+from gateway.url import views as url_views
+from gateway.url.fetch import Fetcher
 
 
 @dataclass(frozen=True)
 class Services:
     settings: Settings
     model: Model
+    fetcher: Fetcher  # the URL form's HTTP sources
 
 
 def create_app(settings: Settings | None = None, model: Model | None = None) -> Flask:
@@ -32,7 +35,14 @@ def create_app(settings: Settings | None = None, model: Model | None = None) -> 
     app.request_class = InMemoryRequest
     app.config["MAX_CONTENT_LENGTH"] = settings.max_upload_bytes
     cast(DefaultJSONProvider, app.json).sort_keys = False
-    app.extensions["facecrop"] = Services(settings=settings, model=model)
+    fetcher = Fetcher(
+        settings.allowed_sources,
+        settings.allow_private_sources,
+        settings.source_connect_timeout_s,
+        settings.source_timeout_s,
+        settings.max_upload_bytes,
+    )
+    app.extensions["facecrop"] = Services(settings=settings, model=model, fetcher=fetcher)
     observe.configure_logging()
     limit = access.InFlightLimit(settings.max_in_flight)
 
@@ -43,7 +53,7 @@ def create_app(settings: Settings | None = None, model: Model | None = None) -> 
     app.teardown_request(lambda error: limit.release())
     app.teardown_request(observe.end_request)
 
-    for blueprint in (api.bp, health.bp, observe.bp, pages.bp):
+    for blueprint in (api.bp, url_views.bp, health.bp, observe.bp, pages.bp):
         app.register_blueprint(blueprint)
     app.register_error_handler(ApiError, _api_error)
     app.register_error_handler(HTTPException, _http_error)

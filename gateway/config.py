@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gateway.wire import WIRE_FORMATS, WireFormat
+
+ALLOWED_SOURCE = re.compile(r"^https?://[^/?#@]+/", re.IGNORECASE)  # imgproxy's rule: the host ends with /
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,14 @@ class Settings:
     max_in_flight: int = 16
     api_keys: tuple[str, ...] = ()
     cors_origins: tuple[str, ...] = ()
+    origin: str = ""  # the URL form's relative sources: an http(s) base URL or a directory; "": none
+    allowed_sources: tuple[str, ...] = ()
+    allow_private_sources: bool = False
+    url_key: bytes = b""
+    url_salt: bytes = b""
+    allow_unsigned_urls: bool = False
+    source_connect_timeout_s: float = 3.0
+    source_timeout_s: float = 10.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
@@ -52,6 +63,19 @@ class Settings:
         FACECROP_API_KEYS_FILE     file with more keys, one a line (a mounted secret)
         FACECROP_CORS_ORIGINS      comma-separated origins allowed to call the API from a
                                    browser (none: CORS off)
+
+        Serving by URL (GET /cdn-cgi/image/<options>/<source>; README, "Serve by URL"):
+        FACECROP_ORIGIN            where relative sources are read: an http(s):// base URL or a
+                                   directory (none: only absolute sources)
+        FACECROP_ALLOWED_SOURCES   comma-separated URL prefixes absolute sources must start with,
+                                   each host ending in `/`; `*` alone: any host (none: no
+                                   absolute sources)
+        FACECROP_ALLOW_PRIVATE_SOURCES  true: absolute sources (and redirects) may reach loopback,
+                                   private and link-local addresses (false)
+        FACECROP_URL_KEY, FACECROP_URL_SALT  hex; with a key, every URL must be signed (none)
+        FACECROP_ALLOW_UNSIGNED_URLS  true: unsigned URLs also where API keys are set (false)
+        FACECROP_SOURCE_CONNECT_TIMEOUT_S  connecting to an origin (3)
+        FACECROP_SOURCE_TIMEOUT_S  a whole source fetch, redirects and body included (10)
         """
         return cls(
             triton_url=environ.get("FACECROP_TRITON_URL", cls.triton_url),
@@ -67,6 +91,16 @@ class Settings:
             max_in_flight=int(environ.get("FACECROP_MAX_IN_FLIGHT", cls.max_in_flight)),
             api_keys=_api_keys(environ),
             cors_origins=_words(environ.get("FACECROP_CORS_ORIGINS", "")),
+            origin=environ.get("FACECROP_ORIGIN", ""),
+            allowed_sources=_words(environ.get("FACECROP_ALLOWED_SOURCES", "")),
+            allow_private_sources=_flag(environ, "FACECROP_ALLOW_PRIVATE_SOURCES"),
+            url_key=_hex(environ, "FACECROP_URL_KEY"),
+            url_salt=_hex(environ, "FACECROP_URL_SALT"),
+            allow_unsigned_urls=_flag(environ, "FACECROP_ALLOW_UNSIGNED_URLS"),
+            source_connect_timeout_s=float(
+                environ.get("FACECROP_SOURCE_CONNECT_TIMEOUT_S", cls.source_connect_timeout_s)
+            ),
+            source_timeout_s=float(environ.get("FACECROP_SOURCE_TIMEOUT_S", cls.source_timeout_s)),
         )
 
     def __post_init__(self) -> None:
@@ -84,11 +118,30 @@ class Settings:
             raise ValueError("FACECROP_TARGET_SIZE must be a positive multiple of 32")
         if self.pad_multiple <= 0 or self.pad_multiple % 32:
             raise ValueError("FACECROP_PAD_MULTIPLE must be a positive multiple of 32")
+        for prefix in self.allowed_sources:
+            if prefix != "*" and not ALLOWED_SOURCE.match(prefix):
+                raise ValueError(
+                    f"FACECROP_ALLOWED_SOURCES: {prefix!r} must be * or an http(s):// prefix whose host ends with /"
+                )
 
     @property
     def wire(self) -> WireFormat:
         """The wire format's single definition (model input layout, outputs, parser)."""
         return WIRE_FORMATS[self.wire_format]
+
+
+def _flag(environ: Mapping[str, str], name: str) -> bool:
+    value = environ.get(name, "false").lower()
+    if value not in ("true", "false"):
+        raise ValueError(f"{name} must be true or false")
+    return value == "true"
+
+
+def _hex(environ: Mapping[str, str], name: str) -> bytes:
+    try:
+        return bytes.fromhex(environ.get(name, ""))
+    except ValueError:
+        raise ValueError(f"{name} must be hexadecimal") from None
 
 
 def _words(text: str, separator: str = ",") -> tuple[str, ...]:

@@ -1,11 +1,11 @@
-"""Face-aware crop geometry (Cloudflare Images' gravity=face with zoom) and the crop itself.
+"""Face-aware crop geometry (Cloudflare Images' gravity=face with zoom, and its fits) and the crop itself.
 
 All geometry is in original-image pixels, after EXIF orientation; sizes are (width, height).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import cv2
 import numpy as np
@@ -23,10 +23,20 @@ class Rect:
     height: int
 
 
+# Cloudflare's fits: those that crop follow gravity and zoom; the others keep the whole image.
+CROPPING_FITS = frozenset({"cover", "crop", "aspect-crop"})
+
+
 @dataclass(frozen=True)
 class CropPlan:
     region: Rect  # what is cut out of the original image
-    output: tuple[int, int]  # (width, height) of the returned picture
+    output: tuple[int, int]  # (width, height) the region is resized to
+    canvas: tuple[int, int] | None = None  # fit=pad: the returned picture, the output centred on it
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """(width, height) of the returned picture."""
+        return self.canvas or self.output
 
 
 def framed_faces(boxes: np.ndarray, faces: str) -> np.ndarray:
@@ -89,22 +99,31 @@ def place(size: tuple[float, float], focal: tuple[float, float], image: tuple[in
 
 
 def output_size(region: Rect, options: CropOptions) -> tuple[int, int]:
-    """Requested size (the missing side following the region's aspect ratio), or the region's own.
+    """The size the region is resized to, by fit (with one of width and height, the other follows
+    the region's aspect ratio; with neither, the region's own size):
 
-    fit=crop never enlarges: a region smaller than the requested size comes back at its own
-    resolution, at the requested aspect ratio.
+    cover, crop, squeeze   exactly width x height
+    aspect-crop            that, shrunk to the region's size where it is smaller (never enlarged)
+    contain, pad           the region scaled to fit inside width x height
+    scale-down             the same, never enlarged
     """
+    if options.width is None and options.height is None:
+        return region.width, region.height
+    if options.fit in ("contain", "pad", "scale-down"):
+        scale = min(
+            side / own for side, own in ((options.width, region.width), (options.height, region.height)) if side
+        )
+        if options.fit == "scale-down":
+            scale = min(scale, 1.0)
+        return max(1, round(region.width * scale)), max(1, round(region.height * scale))
     if options.width is not None and options.height is not None:
         width, height = options.width, options.height
     elif options.width is not None:
-        width = options.width
-        height = max(1, round(width * region.height / region.width))
-    elif options.height is not None:
-        height = options.height
-        width = max(1, round(height * region.width / region.height))
+        width, height = options.width, max(1, round(options.width * region.height / region.width))
     else:
-        return region.width, region.height
-    if options.fit == "crop":
+        height = options.height or region.height
+        width = max(1, round(height * region.width / region.height))
+    if options.fit == "aspect-crop":
         shrink = min(1.0, region.width / width, region.height / height)
         width, height = max(1, round(width * shrink)), max(1, round(height * shrink))
     return width, height
@@ -114,18 +133,36 @@ def plan_crop(boxes: np.ndarray, image: tuple[int, int], options: CropOptions) -
     """Where to crop and at what size, from face boxes [K, 4] (x1, y1, x2, y2) in an image (width, height).
 
     A region that holds every face to frame is centred on them (Cloudflare's rule); one too
-    small for them keeps the most faces whole instead (gateway/placement.py).
+    small for them keeps the most faces whole instead (gateway/placement.py). Fits that do not
+    crop keep the whole image; fit=crop where the region is smaller than width x height keeps
+    the region before widening, never enlarged (Cloudflare's: like scale-down).
     """
+    if options.fit not in CROPPING_FITS:
+        whole = Rect(0, 0, *image)
+        canvas = (options.width, options.height) if options.fit == "pad" else None
+        output = output_size(whole, options)
+        return CropPlan(whole, output, canvas and (canvas[0] or output[0], canvas[1] or output[1]))
     framed = framed_faces(boxes, options.faces) if options.gravity == "face" else boxes[:0]
     box = face_box(framed)
-    size = region_size(box, options.zoom, image)
+    size = focused = region_size(box, options.zoom, image)
     if options.width is not None and options.height is not None:
         size = widen_to_aspect(size, options.width / options.height, image)
+        if options.fit == "crop" and (size[0] < options.width or size[1] < options.height):
+            size, options = focused, replace(options, fit="scale-down")
     region = place(size, focal_point(box, options.gravity, image), image)
     if len(framed):
         x, y = place_for_faces((region.x, region.y), (region.width, region.height), framed, image)
         region = Rect(x, y, region.width, region.height)
     return CropPlan(region=region, output=output_size(region, options))
+
+
+def pad_to(pixels: np.ndarray, canvas: tuple[int, int], color: tuple[int, int, int]) -> np.ndarray:
+    """`pixels` centred on a `canvas` (width, height) of `color` (BGR)."""
+    height, width = pixels.shape[:2]
+    top, left = (canvas[1] - height) // 2, (canvas[0] - width) // 2
+    return cv2.copyMakeBorder(
+        pixels, top, canvas[1] - height - top, left, canvas[0] - width - left, cv2.BORDER_CONSTANT, value=color
+    )
 
 
 def source_scale(plan: CropPlan) -> float:

@@ -12,6 +12,7 @@ class ApiError(Exception):
     code = "bad_request"
     summary = ""  # when it is answered, for the API documentation
     headers: ClassVar[dict[str, str]] = {}
+    by_url_only: ClassVar[bool] = False  # answered only by the URL form (GET /cdn-cgi/image/...)
 
     def __init__(self, message: str, cause: str = ""):
         super().__init__(message)
@@ -86,9 +87,35 @@ class Overloaded(ApiError):
     headers: ClassVar[dict[str, str]] = {"Retry-After": "1"}
 
 
+class InvalidSignature(ApiError):
+    status, code, by_url_only = 403, "invalid_signature", True
+    summary = "URL signing is on and the signature is missing, malformed or wrong"
+
+
+class SourceNotAllowed(ApiError):
+    status, code, by_url_only = 403, "source_not_allowed", True
+    summary = "the source (or a redirect) is not allowed: not an allowed prefix, a private address, credentials"
+
+
+class SourceNotFound(ApiError):
+    status, code, by_url_only = 404, "source_not_found", True
+    summary = "the origin has no such image"
+
+
+class OriginError(ApiError):
+    status, code, by_url_only = 502, "origin_error", True
+    summary = "the origin failed: an error status, a refused connection, too many redirects"
+
+
+class OriginTimeout(ApiError):
+    status, code, by_url_only = 504, "origin_timeout", True
+    summary = "the origin did not answer in time"
+
+
 BACKEND_ERRORS = (BackendUnavailable, BackendTimeout)  # failed Triton calls
 
 
-def documented_errors() -> list[type[ApiError]]:
-    """Every error the API answers with, by status."""
-    return sorted(ApiError.__subclasses__(), key=lambda error: (error.status, error.code))
+def documented_errors(by_url: bool = False) -> list[type[ApiError]]:
+    """Every error the upload API answers with (`by_url`: the URL form), by status."""
+    errors = [error for error in ApiError.__subclasses__() if by_url or not error.by_url_only]
+    return sorted(errors, key=lambda error: (error.status, error.code))

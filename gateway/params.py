@@ -64,14 +64,18 @@ CROP = (
     ),
     Parameter("faces", "choice", "all", "Which faces the crop must frame.", choices=("all", "largest")),
     Parameter(
-        "fit", "choice", "cover", "`cover`: exactly width x height; `crop`: never enlarge.", choices=("cover", "crop")
+        "fit",
+        "choice",
+        "cover",
+        "`cover`: exactly width x height; `crop`: never enlarge (the output's aspect ratio kept).",
+        choices=("cover", "crop"),
     ),
     Parameter(
         "format",
         "choice",
         None,
         "Output format (default: the input's if jpeg, png or webp, else jpeg).",
-        choices=("jpeg", "png", "webp", "json"),
+        choices=("jpeg", "png", "webp", "avif", "json"),
     ),
     Parameter("quality", "integer", 85, "JPEG and WebP quality.", 1, 100),
 )
@@ -129,7 +133,9 @@ class CropOptions:
     gravity: str | tuple[float, float] = "face"  # "face", "center" or a focal point (x, y) in 0-1
     zoom: float = 0.5
     faces: str = "all"
-    fit: str = "cover"
+    fit: str = (
+        "cover"  # one of Cloudflare's: cover, crop, aspect-crop, scale-down, contain, pad, squeeze (gateway/crop.py)
+    )
     format: str | None = None  # None: the input's format when it is jpeg, png or webp, else jpeg
     quality: int = 85
 
@@ -188,17 +194,25 @@ PARSERS = {
 }
 
 
-def parse(values: Mapping[str, str], parameters: tuple[Parameter, ...]) -> dict[str, Any]:
-    """Each parameter's value from `values`, or its default when absent."""
-    return {p.name: p.default if p.name not in values else PARSERS[p.kind](p, values[p.name]) for p in parameters}
+def parse(
+    values: Mapping[str, str], parameters: tuple[Parameter, ...], parsers: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Each parameter's value from `values`, or its default when absent; `parsers` adds or replaces kinds."""
+    kinds = {**PARSERS, **(parsers or {})}
+    return {p.name: p.default if p.name not in values else kinds[p.kind](p, values[p.name]) for p in parameters}
 
 
 def parse_detect_options(values: Mapping[str, str]) -> DetectOptions:
     return DetectOptions(**parse(values, DETECT))
 
 
+# /v1/crop's `fit=crop` never enlarges and keeps the output's aspect ratio: Cloudflare's aspect-crop.
+CROP_FITS = {"cover": "cover", "crop": "aspect-crop"}
+
+
 def parse_crop_options(values: Mapping[str, str]) -> CropOptions:
-    return CropOptions(**parse(values, CROP))
+    parsed = parse(values, CROP)
+    return CropOptions(**{**parsed, "fit": CROP_FITS[parsed["fit"]]})
 
 
 def parse_anonymize_options(values: Mapping[str, str]) -> tuple[DetectOptions, AnonymizeOptions]:

@@ -2,6 +2,8 @@
 
 Ports come from the environment: FACECROP_PORT (8080) for the gateway and Triton's
 standard TRITON_HTTP_PORT (8000), TRITON_GRPC_PORT (8001), TRITON_METRICS_PORT (8002).
+The URL form reads relative sources from FACECROP_ORIGIN, by default originals/ in the
+checkout (made if missing): a photo copied there is served at /cdn-cgi/image/<options>/<name>.
 """
 
 from __future__ import annotations
@@ -11,9 +13,11 @@ import signal
 import sys
 import time
 
+from local_triton import PROJECT_ROOT
 from local_triton.processes import BUILD_DIR, TritonPorts, running_stack
 
 PID_FILE = BUILD_DIR / "serve.pid"
+ORIGINALS = PROJECT_ROOT / "originals"
 
 
 def main() -> int:
@@ -26,11 +30,17 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     BUILD_DIR.mkdir(exist_ok=True)
     PID_FILE.write_text(str(os.getpid()))
+    origin = os.environ.get("FACECROP_ORIGIN") or str(ORIGINALS)
+    if origin == str(ORIGINALS):
+        ORIGINALS.mkdir(exist_ok=True)
     try:
-        with running_stack("serve", ports=ports, gateway_port=gateway_port, log_to_files=False) as stack:
+        with running_stack(
+            "serve", {"FACECROP_ORIGIN": origin}, ports=ports, gateway_port=gateway_port, log_to_files=False
+        ) as stack:
             print(
                 f"\nfacecrop is up: gateway {stack.gateway} "
                 f"(Triton HTTP {ports.http}, gRPC {ports.grpc}, metrics {ports.metrics}). "
+                f"Photos in {origin} are served at {stack.gateway}/cdn-cgi/image/<options>/<name>. "
                 "Ctrl-C or `make stop` stops both.\n",
                 flush=True,
             )

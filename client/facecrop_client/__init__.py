@@ -1,8 +1,9 @@
 """Python client for the facecrop service: `Client(base_url)` with `.detect(image)`,
-`.crop(image, ...)` and `.anonymize(image, ...)`."""
+`.crop(image, ...)` and `.anonymize(image, ...)`; `image_url(...)` for the URL form."""
 
 from facecrop_client.client import Client, FacecropError
 from facecrop_client.models import AnonymizeResult, CropResult, Detection, Face, Landmarks, Point, Rectangle
+from facecrop_client.urls import image_url
 
 __all__ = [
     "AnonymizeResult",
@@ -14,4 +15,5 @@ __all__ = [
     "Landmarks",
     "Point",
     "Rectangle",
+    "image_url",
 ]

@@ -18,7 +18,7 @@ from facecrop_client.client import Client, FacecropError
 
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff"})
 VIDEO_SUFFIXES = frozenset({".mp4", ".mov", ".m4v", ".mkv", ".webm", ".avi"})  # batch --mode anonymize
-CROP_SUFFIXES = {"jpeg": ".jpg", "png": ".png", "webp": ".webp"}
+CROP_SUFFIXES = {"jpeg": ".jpg", "png": ".png", "webp": ".webp", "avif": ".avif"}
 SUFFIX_FORMATS = {".jpg": "jpeg", ".jpeg": "jpeg", ".png": "png", ".webp": "webp"}
 
 

@@ -70,7 +70,9 @@ def add_listing_options(parser: argparse.ArgumentParser) -> None:
 
 def add_picture_options(parser: argparse.ArgumentParser) -> None:
     """How a returned picture is encoded (crop, anonymize)."""
-    parser.add_argument("--format", choices=("jpeg", "png", "webp"), help="default: the input's (jpeg for others)")
+    parser.add_argument(
+        "--format", choices=("jpeg", "png", "webp", "avif"), help="default: the input's (jpeg for others)"
+    )
     parser.add_argument("--quality", type=int)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import time
 from collections import Counter
@@ -50,7 +51,7 @@ class Stack:
 
 
 @pytest.fixture(scope="module")
-def cpu_stack(pytestconfig):
+def cpu_stack(pytestconfig, tmp_path_factory):
     started = time.monotonic()
     phases: dict[str, float] = {}
 
@@ -61,7 +62,10 @@ def cpu_stack(pytestconfig):
 
     project = f"facecrop-test-{os.getpid()}"
     port = free_port()
-    env = {**os.environ, "FACECROP_PORT": str(port)}
+    originals = tmp_path_factory.mktemp("originals")  # the gateways' FACECROP_ORIGIN, mounted read-only
+    shutil.copy(photo(PHOTOS[0]), originals / "astronaut.jpg")
+    originals.chmod(0o755)  # the gateways run as uid 10001
+    env = {**os.environ, "FACECROP_PORT": str(port), "FACECROP_ORIGINALS": str(originals)}
     daemon_started = False
     mark = started
     try:
@@ -182,6 +186,36 @@ def gateway_hits(cpu_stack: Stack, marker: str) -> Counter:
             if line.startswith("{") and json.loads(line).get("request_id", "").startswith(marker):
                 hits[name] += 1
     return hits
+
+
+def test_the_proxy_caches_url_answers_by_accept_class(cpu_stack, pytestconfig):
+    image = f"{cpu_stack.url}/cdn-cgi/image/width=128,height=128,fit=cover,gravity=face,f=auto/astronaut.jpg"
+
+    def fetch(marker: str, accept: str) -> requests.Response:
+        return requests.get(image, headers={"X-Request-ID": marker, "Accept": accept}, timeout=60)
+
+    first, second = fetch("cache-1", "image/webp,*/*"), fetch("cache-2", "image/webp,*/*")
+    assert first.status_code == second.status_code == 200, first.text
+    assert (first.headers["X-Cache-Status"], second.headers["X-Cache-Status"]) == ("MISS", "HIT")
+    assert second.content == first.content and second.headers["ETag"] == first.headers["ETag"]
+    assert second.headers["Content-Type"] == "image/webp" and second.headers["Cache-Control"] == "public, max-age=86400"
+    avif = fetch("cache-3", "image/avif,image/webp,*/*")  # another Accept class: its own entry
+    assert avif.headers["X-Cache-Status"] == "MISS" and avif.headers["Content-Type"] == "image/avif"
+    hits = []
+    for i in range(50):
+        started = time.perf_counter()
+        assert fetch(f"cache-hit-{i}", "image/webp").headers["X-Cache-Status"] == "HIT"
+        hits.append(time.perf_counter() - started)
+    seen = gateway_hits(cpu_stack, "cache-")
+    assert sum(seen.values()) == 2, seen  # the two misses; no HIT reached a gateway
+    revalidated = requests.get(
+        image, headers={"Accept": "image/webp", "If-None-Match": first.headers["ETag"]}, timeout=60
+    )
+    assert revalidated.status_code == 304
+    pytestconfig.stash.setdefault(REPORT_LINES, []).append(
+        f"compose proxy cache: HIT p50 {sorted(hits)[len(hits) // 2] * 1000:.1f} ms over {len(hits)} requests, "
+        f"gateway requests seen for them: {sum(seen.values()) - 2}"
+    )
 
 
 def test_requests_spread_over_three_gateways(cpu_stack, pytestconfig):

@@ -50,7 +50,7 @@ def test_document_lists_every_parameter_with_range_and_default(stack):
     crop = {p["name"]: p["schema"] for p in document["paths"]["/v1/crop"]["post"]["parameters"]}
     assert crop["zoom"] == {"type": "number", "minimum": 0, "maximum": 1, "default": 0.5}
     assert crop["max_faces"] == {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}
-    assert crop["format"]["enum"] == ["jpeg", "png", "webp", "json"]
+    assert crop["format"]["enum"] == ["jpeg", "png", "webp", "avif", "json"]
     assert set(document["paths"]["/v1/detect"]["post"]["responses"]) >= {"200", "400", "413", "415", "503"}
     page = requests.get(f"{stack.gateway}/docs", timeout=10)
     assert page.status_code == 200 and "/docs/assets/swagger-ui-bundle.js" in page.text

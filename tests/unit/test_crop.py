@@ -88,9 +88,9 @@ def test_output_size_rules():
     assert plan_crop(boxes, (1000, 800), CropOptions(height=50, zoom=1.0)).output == (50, 50)
     cover = plan_crop(boxes, (1000, 800), CropOptions(width=800, height=400, zoom=1.0))
     assert cover.region == Rect(300, 300, 400, 200) and cover.output == (800, 400)
-    crop = plan_crop(boxes, (1000, 800), CropOptions(width=800, height=400, zoom=1.0, fit="crop"))
+    crop = plan_crop(boxes, (1000, 800), CropOptions(width=800, height=400, zoom=1.0, fit="aspect-crop"))
     assert crop.output == (400, 200)
-    assert plan_crop(boxes, (1000, 800), CropOptions(width=100, height=50, fit="crop")).output == (100, 50)
+    assert plan_crop(boxes, (1000, 800), CropOptions(width=100, height=50, fit="aspect-crop")).output == (100, 50)
 
 
 def test_render_crop_cuts_and_resizes():
@@ -125,7 +125,7 @@ def test_crop_parameters():
             "quality": "70",
         }
     )
-    assert options == CropOptions(256, None, (0.5, 0.33), 1.0, "largest", "crop", "webp", 70)
+    assert options == CropOptions(256, None, (0.5, 0.33), 1.0, "largest", "aspect-crop", "webp", 70)
     assert parse_crop_options({"gravity": "center"}).gravity == "center"
 
 

@@ -114,14 +114,26 @@ def test_model_init_writes_the_models_volume():
     init = compose()["services"]["model-init"]
     assert init["build"]["dockerfile"] == "deploy/model-init/Dockerfile"
     assert init["volumes"] == ["models:/models"] and init["restart"] == "no"
-    assert set(compose()["volumes"]) == {"models", "trt-cache", "triton-shm"}
+    assert set(compose()["volumes"]) == {"models", "trt-cache", "triton-shm", "proxy-cache"}
 
 
 def test_gateways_share_triton_s_dev_shm():
     services, volumes = compose()["services"], compose()["volumes"]
     assert "triton-shm:/dev/shm" in services["triton"]["volumes"]
-    assert services["gateway"]["volumes"] == ["triton-shm:/dev/shm"]
+    assert services["gateway"]["volumes"] == [
+        "triton-shm:/dev/shm",
+        "${FACECROP_ORIGINALS:-./originals}:/srv/originals:ro",
+    ]
     assert volumes["triton-shm"]["driver_opts"]["type"] == "tmpfs" and "shm_size" not in services["triton"]
+
+
+def test_the_proxy_caches_the_url_form_on_its_own_volume():
+    services = compose()["services"]
+    assert "proxy-cache:/var/cache/nginx/facecrop" in services["proxy"]["volumes"]
+    assert services["gateway"]["environment"]["FACECROP_ORIGIN"] == "/srv/originals"
+    conf = (ROOT / "deploy" / "proxy" / "nginx.conf").read_text()
+    assert "proxy_cache_path /var/cache/nginx/facecrop" in conf and "max_size=1g" in conf
+    assert "X-Cache-Status $upstream_cache_status" in conf and "$facecrop_accept" in conf
 
 
 def without_resets(value: object) -> object:

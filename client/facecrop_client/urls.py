@@ -1,0 +1,22 @@
+"""URLs of the service's URL form, for `<img src>`: /cdn-cgi/image/[<signature>/]<options>/<source>,
+signed where the service has FACECROP_URL_KEY (imgproxy's scheme: HMAC-SHA256 over salt + path)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+from urllib.parse import quote
+
+
+def image_url(base_url: str, source: str, key: str = "", salt: str = "", **options: object) -> str:
+    """The URL of `source` (a path under the service's origin, or an http(s) URL) transformed by
+    `options` (Cloudflare's names; `min_confidence` for `min-confidence`), signed with `key` and
+    `salt` (hex) where a key is given: `image_url(base, "team.jpg", width=256, height=256,
+    fit="cover", gravity="face")`."""
+    listed = ",".join(f"{name.replace('_', '-')}={quote(str(value), safe='')}" for name, value in options.items())
+    path = f"/{listed}/{source}"
+    if key:
+        digest = hmac.new(bytes.fromhex(key), bytes.fromhex(salt) + path.encode(), hashlib.sha256).digest()
+        path = "/" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode() + path
+    return f"{base_url.rstrip('/')}/cdn-cgi/image{path}"

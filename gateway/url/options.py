@@ -1,0 +1,203 @@
+"""Cloudflare's option grammar: `width=256,height=256,fit=cover,gravity=face`, with its aliases and
+facecrop's own options in the same style, parsed and validated into the endpoints' typed options.
+
+Every option is known: an unknown one, or one of Cloudflare's that is not offered here (with the
+reason), is a 400 naming it, never ignored. Defaults are Cloudflare's where it has one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+from facecrop_hiding import Hiding
+
+from gateway.errors import InvalidParameter
+from gateway.params import ANONYMIZE, DETECT, INTEGER, NUMBER, CropOptions, DetectOptions, Parameter, parse
+
+ALIASES = {"w": "width", "h": "height", "g": "gravity", "f": "format", "q": "quality", "face-zoom": "zoom"}
+# Cloudflare's options that are not offered, and why (the README's table says the same).
+UNSUPPORTED = {
+    "blur": "no filters: facecrop crops, resizes and hides faces",
+    "border": "no borders: use fit=pad with background",
+    "brightness": "no colour adjustments",
+    "compression": "no encoder speed setting",
+    "contrast": "no colour adjustments",
+    "flip": "no flips or rotations: EXIF orientation is applied",
+    "gamma": "no colour adjustments",
+    "rotate": "no flips or rotations: EXIF orientation is applied",
+    "saturation": "no colour adjustments",
+    "segment": "no background removal",
+    "sharpen": "no filters",
+    "slow-connection-quality": "no client hints: choose quality in the URL",
+    "trim": "no trimming: crops follow gravity",
+    "upscale": "enlarging is bicubic only",
+}
+FITS = ("scale-down", "contain", "cover", "crop", "aspect-crop", "pad", "squeeze")
+FORMATS = ("auto", "avif", "webp", "jpeg", "baseline-jpeg", "png", "json")
+SIDES = {"left": (0.0, 0.5), "right": (1.0, 0.5), "top": (0.5, 0.0), "bottom": (0.5, 1.0), "center": (0.5, 0.5)}
+QUALITY_WORDS = {"high": 90, "medium-high": 80, "medium-low": 70, "low": 60}
+NAMED_COLORS = {
+    "white": (255, 255, 255),
+    "black": (0, 0, 0),
+    "red": (255, 0, 0),
+    "green": (0, 128, 0),
+    "blue": (0, 0, 255),
+    "gray": (128, 128, 128),
+    "grey": (128, 128, 128),
+    "silver": (192, 192, 192),
+    "yellow": (255, 255, 0),
+    "transparent": (255, 255, 255),  # outputs have no alpha: white, as Cloudflare flattens onto
+}
+HEX_COLOR = re.compile(r"#([0-9a-fA-F]{3,4}|[0-9a-fA-F]{6}|[0-9a-fA-F]{8})")
+RGB_COLOR = re.compile(r"rgba?\(\s*(\d{1,3})[\s,]+(\d{1,3})[\s,]+(\d{1,3})(?:[\s,/]+[0-9.]+%?)?\s*\)")
+MAX_SIDE = 4096
+OPTION_SEPARATOR = re.compile(r",(?![^()]*\))")  # commas, but not inside rgb(...)
+_DETECT = {p.name: p for p in DETECT}
+_ANONYMIZE = {p.name: p for p in ANONYMIZE}
+
+OPTIONS = (
+    Parameter("width", "integer", None, "Output width in pixels (times dpr).", 1, MAX_SIDE),
+    Parameter("height", "integer", None, "Output height in pixels (times dpr).", 1, MAX_SIDE),
+    Parameter("fit", "choice", "scale-down", "How the image fits width x height.", choices=FITS),
+    Parameter("gravity", "gravity", "center", "face, auto (faces), left, right, top, bottom or XxY."),
+    Parameter("zoom", "number", 0.0, "How closely a crop frames the faces, with gravity=face.", 0, 1),
+    Parameter("format", "choice", None, "Output format (default: the input's jpeg, png or webp).", choices=FORMATS),
+    Parameter("quality", "quality", 85, "1-100, or high, medium-high, medium-low, low.", 1, 100),
+    Parameter("dpr", "number", 1.0, "Device pixel ratio: width and height are multiplied by it.", 0.1, 3),
+    Parameter("background", "color", (255, 255, 255), "fit=pad's colour: #RGB, #RRGGBB, rgb(...) or a name."),
+    Parameter(
+        "onerror", "choice", None, "redirect: answer errors with a redirect to the source.", choices=("redirect",)
+    ),
+    Parameter(
+        "metadata", "choice", "none", "Accepted; outputs never carry EXIF.", choices=("keep", "copyright", "none")
+    ),
+    Parameter("anim", "choice", "false", "Only false: the first frame of an animation is used.", choices=("false",)),
+    Parameter("faces", "choice", "all", "Which faces a crop frames.", choices=("all", "largest")),
+    Parameter("detail", "choice", "standard", _DETECT["detail"].description, choices=_DETECT["detail"].choices),
+    Parameter("min-confidence", "number", None, "Lowest confidence of a face, percent (anonymize: 8).", 0, 100),
+    Parameter(
+        "anonymize", "choice", None, "Hide every face: blur, pixelate or fill.", choices=("blur", "pixelate", "fill")
+    ),
+)
+_OPTIONS = {p.name: p for p in OPTIONS}
+# Options that change no pixel of the answer (left out of its ETag).
+NOT_IN_OUTPUT = frozenset({"onerror", "metadata", "anim"})
+
+
+@dataclass(frozen=True)
+class UrlOptions:
+    """A URL's options, parsed; `canonical` names the picture they produce (for the ETag)."""
+
+    crop: CropOptions
+    detect: DetectOptions
+    hiding: Hiding | None  # anonymize=...: every face hidden this way
+    background: tuple[int, int, int]  # BGR
+    format: str | None  # as given (auto, avif, ...); None: the input's
+    onerror: str | None
+    canonical: str
+
+    @property
+    def needs_faces(self) -> bool:
+        """Whether the answer depends on the faces: a crop by gravity=face, anonymize, or format=json."""
+        return self.hiding is not None or self.format == "json" or self.crop.gravity == "face"
+
+
+def split_options(segment: str) -> dict[str, str]:
+    """`key=value` pairs (aliases resolved, values percent-decoded), each key known and given once.
+    Commas separate options, except inside parentheses (background=rgb(1,2,3) may come unencoded)."""
+    values: dict[str, str] = {}
+    for item in OPTION_SEPARATOR.split(segment):
+        key, equals, value = item.partition("=")
+        key = ALIASES.get(key, key)
+        if not equals or not key:
+            raise InvalidParameter(item[:40], "is not an option: options are key=value, separated by commas")
+        if key in UNSUPPORTED or key.startswith("trim."):
+            raise InvalidParameter(key, f"is not supported ({UNSUPPORTED['trim' if key.startswith('trim.') else key]})")
+        if key not in _OPTIONS:
+            raise InvalidParameter(key[:40], "is not an option of /cdn-cgi/image (README, 'Serve by URL')")
+        if key in values:
+            raise InvalidParameter(key, "was given more than once")
+        values[key] = unquote(value)
+    return values
+
+
+def _gravity(parameter: Parameter, raw: str) -> str | tuple[float, float]:
+    if raw in ("face", "auto"):  # auto: no saliency model here; faces are the focus
+        return "face"
+    if raw in SIDES:
+        return SIDES[raw]
+    x, _, y = raw.partition("x")
+    if NUMBER.fullmatch(x) and NUMBER.fullmatch(y) and 0 <= float(x) <= 1 and 0 <= float(y) <= 1:
+        return float(x), float(y)
+    raise InvalidParameter(
+        parameter.name, f"must be face, auto, left, right, top, bottom or XxY in 0-1, got {raw[:40]!r}"
+    )
+
+
+def _quality(parameter: Parameter, raw: str) -> int:
+    if raw in QUALITY_WORDS:
+        return QUALITY_WORDS[raw]
+    if INTEGER.fullmatch(raw) and len(raw) < 5 and 1 <= int(raw) <= 100:
+        return int(raw)
+    raise InvalidParameter(parameter.name, f"must be 1-100 or {', '.join(QUALITY_WORDS)}, got {raw[:40]!r}")
+
+
+def _color(parameter: Parameter, raw: str) -> tuple[int, int, int]:
+    """A CSS colour as BGR (alpha ignored: outputs have no transparency)."""
+    text = raw.strip().lower()
+    if text in NAMED_COLORS:
+        red, green, blue = NAMED_COLORS[text]
+        return blue, green, red
+    if HEX_COLOR.fullmatch(text):
+        digits = text[1:] if len(text) > 5 else "".join(c * 2 for c in text[1:])
+        red, green, blue = (int(digits[i : i + 2], 16) for i in (0, 2, 4))
+        return blue, green, red
+    match = RGB_COLOR.fullmatch(text)
+    if match and all(int(c) <= 255 for c in match.groups()):
+        red, green, blue = (int(c) for c in match.groups())
+        return blue, green, red
+    raise InvalidParameter(parameter.name, f"must be #RGB, #RRGGBB, rgb(r,g,b) or a colour name, got {raw[:40]!r}")
+
+
+URL_PARSERS = {"gravity": _gravity, "quality": _quality, "color": _color}
+
+
+def parse_url_options(segment: str) -> UrlOptions:
+    """The options segment of a URL, parsed; 400 (invalid_parameter, naming the option) on any problem."""
+    values = split_options(segment)
+    parsed = parse(values, OPTIONS, URL_PARSERS)
+    dpr = parsed["dpr"]
+    sides = {}
+    for side in ("width", "height"):
+        if parsed[side] is not None:
+            sides[side] = max(1, round(parsed[side] * dpr))
+            if sides[side] > MAX_SIDE:
+                raise InvalidParameter("dpr", f"makes the {side} {sides[side]}, over {MAX_SIDE}")
+    hiding = Hiding(method=parsed["anonymize"]) if parsed["anonymize"] else None
+    threshold = parsed["min-confidence"]
+    if threshold is None:
+        threshold = _ANONYMIZE["min_confidence"].default if hiding else _DETECT["min_confidence"].default
+    detail = str(parsed["detail"] if "detail" in values or not hiding else _ANONYMIZE["detail"].default)
+    crop = CropOptions(
+        width=sides.get("width"),
+        height=sides.get("height"),
+        gravity=parsed["gravity"],
+        zoom=parsed["zoom"],
+        faces=parsed["faces"],
+        fit=parsed["fit"],
+        quality=parsed["quality"],
+    )
+    shown = {name: value for name, value in parsed.items() if name not in NOT_IN_OUTPUT}
+    canonical = json.dumps({**shown, "detail": detail, "min-confidence": threshold}, sort_keys=True)
+    return UrlOptions(
+        crop=crop,
+        detect=DetectOptions(min_confidence=float(threshold), max_faces=1000, landmarks=True, detail=detail),
+        hiding=hiding,
+        background=parsed["background"],
+        format=parsed["format"],
+        onerror=parsed["onerror"],
+        canonical=canonical,
+    )

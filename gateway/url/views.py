@@ -1,0 +1,152 @@
+"""GET (and HEAD) /cdn-cgi/image/[<signature>/]<options>/<source>: the /v1/crop pipeline by URL.
+
+In order: the URL form allowed at all (API keys need signed URLs or an explicit opt-in), the
+signature, the options, the source; then, for an If-None-Match of ours, the source revalidated
+(a conditional request to the origin, or a file's stat) and a 304 without a download; else the
+source read, the faces found where the answer needs them, the crop planned, rendered, faces
+hidden (anonymize=...), padded (fit=pad) and encoded in the negotiated format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+from facecrop_hiding import CONFIDENT, plausible
+from flask import Blueprint, Response, current_app, g, jsonify, redirect, request
+from flask.typing import ResponseReturnValue
+
+from gateway.answers import crop_headers, crop_json, crop_pixels, crop_plan, detect, encoded
+from gateway.decode import read_header, upright_size
+from gateway.encode import output_format
+from gateway.errors import ApiError, InvalidParameter, InvalidSignature, SourceNotAllowed
+from gateway.observe import note
+from gateway.url.caching import (
+    cache_control,
+    conditions,
+    error_cache_control,
+    etag_validator,
+    make_etag,
+    negotiate,
+    offered_validators,
+)
+from gateway.url.options import UrlOptions, parse_url_options
+from gateway.url.signing import unsigned_path
+from gateway.url.sources import Source, file_validator, read_file, resolve_source
+
+PREFIX = "/cdn-cgi/image"
+bp = Blueprint("url", __name__)
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A source read (`data`), or found unchanged since `validator` (`data` None)."""
+
+    data: bytes | None
+    validator: str
+    max_age: int | None = None
+
+
+def request_tail() -> tuple[str, str]:
+    """What follows /cdn-cgi/image in the request as sent (not percent-decoded: it is what was
+    signed, and what an origin is asked for), and the query string."""
+    environ = request.environ
+    path = (environ.get("RAW_URI") or environ.get("REQUEST_URI") or request.path).partition("?")[0]
+    if not path.startswith(PREFIX):  # an absolute-form request target: http://host/cdn-cgi/...
+        path = path[path.find(PREFIX) :]
+    return path[len(PREFIX) :], environ.get("QUERY_STRING", "")
+
+
+@bp.get(f"{PREFIX}/<path:_>", merge_slashes=False)
+def image(_: str):
+    try:
+        return serve(*request_tail())
+    except ApiError as error:
+        source = g.pop("url_redirect", None)
+        if source is None or isinstance(error, SourceNotAllowed):
+            raise
+        note(error=error.code, redirected=True)
+        return redirect(source, 302)
+
+
+@bp.after_request
+def cache_errors(response: Response) -> Response:
+    """Errors are cached briefly where a retry would not change them, else not at all."""
+    if response.status_code >= 300 and response.status_code != 304:
+        response.headers["Cache-Control"] = error_cache_control(response.status_code)
+    return response
+
+
+def serve(tail: str, query: str) -> ResponseReturnValue:
+    settings = current_app.extensions["facecrop"].settings
+    if settings.api_keys and not settings.url_key and not settings.allow_unsigned_urls:
+        raise InvalidSignature(
+            "API keys are set: the URL form needs signed URLs (FACECROP_URL_KEY) or FACECROP_ALLOW_UNSIGNED_URLS=true"
+        )
+    segment, _, raw_source = unsigned_path(tail, settings.url_key, settings.url_salt).lstrip("/").partition("/")
+    if not raw_source:
+        raise InvalidParameter("source", "is missing: /cdn-cgi/image/<options>/<source>")
+    options = parse_url_options(segment)
+    source = resolve_source(raw_source, query, settings.origin, settings.allowed_sources)
+    if options.onerror == "redirect" and source.origin is None and source.url:
+        g.url_redirect = source.url  # an absolute source the allowlist passed; an origin's stays private
+    fmt = negotiate(options.format, request.headers.get("Accept"))
+    tag_for = partial(make_etag, settings.model_name, source.identity, options.canonical, fmt)
+    headers = {"Vary": "Accept"} if options.format == "auto" else {}
+
+    loaded = None
+    for validator in offered_validators(request.headers.get("If-None-Match")):
+        if request.if_none_match.contains(tag_for(validator).strip('"')):
+            loaded = load(source, validator)
+            break
+    loaded = loaded or load(source)
+    headers |= {"ETag": tag_for(loaded.validator), "Cache-Control": cache_control(loaded.max_age)}
+    if loaded.data is None or request.if_none_match.contains(headers["ETag"].strip('"')):
+        note(not_modified=True)
+        return Response(status=304, headers=headers)
+    return render(loaded.data, options, fmt, headers)
+
+
+def load(source: Source, validator: str | None = None) -> Loaded:
+    """The source's bytes; or, where `validator` is given and still current (the origin answered a
+    conditional request with 304, the file's stat, or the same bytes), no bytes."""
+    services = current_app.extensions["facecrop"]
+    with g.timer.stage("fetch"):
+        if source.path is not None:
+            current = f"f:{file_validator(source.path)}"
+            if current == validator:
+                return Loaded(None, current)
+            data, version = read_file(source.path, services.settings.max_upload_bytes)
+            return Loaded(data, f"f:{version}")
+        assert source.url is not None
+        fetched = services.fetcher.get(source.url, source.origin, validator and conditions(validator))
+    if not fetched.modified and validator is not None:
+        return Loaded(None, validator, fetched.max_age)
+    current = etag_validator(fetched.etag, fetched.last_modified, fetched.body)
+    return Loaded(None if current == validator else fetched.body, current, fetched.max_age)
+
+
+def render(data: bytes, options: UrlOptions, fmt: str, headers: dict[str, str]) -> ResponseReturnValue:
+    """The answer for the source's bytes: the crop's JSON or its picture."""
+    result = None
+    faces: list[dict] = []
+    if options.needs_faces:
+        result, faces = detect(data, options.detect)
+        found = result.detections
+        framing = found[found.scores >= CONFIDENT] if options.hiding else found
+        size, input_format, boxes = result.image.size, result.image.format, framing.boxes
+    else:
+        header = read_header(data, current_app.extensions["facecrop"].settings.max_pixels)
+        size, input_format, boxes = upright_size(header), header.format, np.zeros((0, 4))
+    plan = crop_plan(boxes, size, options.crop)
+    headers |= crop_headers(plan, result)
+    if fmt == "json":
+        return jsonify(crop_json(size, plan, faces)), 200, headers
+    hidden = None
+    if options.hiding is not None and result is not None:
+        found = result.detections
+        hidden = (found[plausible(found.scores, found.boxes)].boxes, options.hiding)
+    pixels = crop_pixels(data, result.image if result else None, plan, options.background, hidden)
+    out = output_format(None if fmt == "input" else {"baseline-jpeg": "jpeg"}.get(fmt, fmt), input_format)
+    return encoded(pixels, out, options.crop.quality, headers, progressive=fmt == "jpeg")

@@ -1,0 +1,310 @@
+"""GET /cdn-cgi/image/... through real gateways on the real Triton, with real HTTP origins on loopback
+(tests/origins.py): faces, sources, SSRF, signatures, caching, origins that misbehave."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import shutil
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+import requests
+from PIL import Image
+
+from facecrop_client import image_url
+from local_triton.processes import child_pids, free_port, running_gateway
+from tests.origins import photo_origin, trap
+from tests.support import ASTRONAUT, CROWD, STADIUM, model_statistics, photo, png_declaring
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+KEY, SALT = "6b6579206f6620746865207465737473", "73616c74"
+TIMEOUTS = {"FACECROP_SOURCE_TIMEOUT_S": "3", "FACECROP_SOURCE_CONNECT_TIMEOUT_S": "1"}
+FACE_CROP = "width=256,height=256,fit=cover,gravity=face"
+
+
+@pytest.fixture(scope="module")
+def originals(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("originals")
+    shutil.copy(photo(ASTRONAUT), root / "astronaut.jpg")
+    shutil.copy(photo(CROWD), root / "crowd.jpg")
+    shutil.copy(photo(STADIUM), root / "stadium.jpg")
+    (root / "changing.jpg").write_bytes(photo(ASTRONAUT).read_bytes())
+    (root / "notes.jpg").write_text("text, whatever the name says")
+    (root / "bomb.png").write_bytes(png_declaring(100_000, 100_000))
+    return root
+
+
+@pytest.fixture(scope="module")
+def origin(originals):
+    with photo_origin(originals) as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory) -> Path:
+    """The gateways' TMPDIR: nothing may appear in it."""
+    return tmp_path_factory.mktemp("gateway-tmp")
+
+
+def gateway(stack, scratch: Path, name: str, **env: str):
+    return running_gateway(stack.triton_grpc, {**TIMEOUTS, "TMPDIR": str(scratch), **env}, name=name)
+
+
+@pytest.fixture(scope="module")
+def public(stack, origin, scratch):
+    """Any host allowed, private addresses refused; relative sources from the origin."""
+    with gateway(stack, scratch, "url-public", FACECROP_ORIGIN=origin[0], FACECROP_ALLOWED_SOURCES="*") as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def private(stack, origin, scratch):
+    """Absolute sources under the origin's URL only, private addresses allowed."""
+    env = {"FACECROP_ALLOWED_SOURCES": origin[0], "FACECROP_ALLOW_PRIVATE_SOURCES": "true"}
+    with gateway(stack, scratch, "url-private", **env) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def signed(stack, originals, scratch):
+    """A directory origin, signed URLs required."""
+    env = {"FACECROP_ORIGIN": str(originals), "FACECROP_URL_KEY": KEY, "FACECROP_URL_SALT": SALT}
+    with gateway(stack, scratch, "url-signed", **env) as running:
+        yield running
+
+
+def get(base: str, path: str, **headers) -> requests.Response:
+    return requests.get(f"{base}/cdn-cgi/image/{path}", headers=headers, timeout=60, allow_redirects=False)
+
+
+def error_of(response: requests.Response, status: int, code: str) -> None:
+    assert response.status_code == status, (response.status_code, response.text)
+    assert response.json()["error"]["code"] == code, response.text
+
+
+def inferences(stack) -> int:
+    return int(model_statistics(stack)["inference_count"])
+
+
+def test_a_face_crop_by_url_is_the_upload_apis_crop(stack, public):
+    by_url = get(public.url, f"{FACE_CROP}/crowd.jpg")
+    uploaded = requests.post(
+        f"{stack.gateway}/v1/crop",
+        params={"width": 256, "height": 256, "zoom": 0},
+        files={"image": photo(CROWD).read_bytes()},
+        timeout=60,
+    )
+    assert by_url.status_code == 200 and by_url.headers["Content-Type"] == "image/jpeg"
+    for header in ("X-Crop-Rect", "X-Face-Count", "X-Passes"):
+        assert by_url.headers[header] == uploaded.headers[header]
+    assert int(by_url.headers["X-Face-Count"]) >= 10
+    assert by_url.content == uploaded.content
+
+
+def test_json_faces_detail_and_anonymize(stack, public):
+    body = get(public.url, f"{FACE_CROP},format=json/crowd.jpg").json()
+    assert body["output"] == {"width": 256, "height": 256} and len(body["faces"]) >= 10
+    some, fewer = (get(public.url, f"{FACE_CROP},f=json,min-confidence={c}/stadium.jpg").json() for c in (50, 95))
+    assert 0 < len(fewer["faces"]) < len(some["faces"])
+    largest = get(public.url, "width=100,height=100,fit=cover,gravity=face,zoom=1,faces=largest,f=json/crowd.jpg")
+    assert len(largest.json()["faces"]) == len(body["faces"])
+    assert get(public.url, f"{FACE_CROP},detail=high/crowd.jpg").headers["X-Passes"] == "standard, tiled"
+    plain = np.asarray(Image.open(io.BytesIO(get(public.url, "width=512,f=png/astronaut.jpg").content)), dtype=int)
+    hidden = get(public.url, "width=512,f=png,anonymize=pixelate/astronaut.jpg")
+    assert hidden.headers["X-Face-Count"] == "1"
+    pixels = np.asarray(Image.open(io.BytesIO(hidden.content)), dtype=int)
+    x, y, w, h = 178, 56, 93, 123  # the astronaut's face: changed; the sky above her: not
+    assert np.abs(pixels[y : y + h, x : x + w] - plain[y : y + h, x : x + w]).mean() > 10
+    assert np.abs(pixels[:20] - plain[:20]).max() == 0
+
+
+def test_a_plain_resize_never_calls_triton(stack, public):
+    before = inferences(stack)
+    response = get(public.url, "width=200,fit=scale-down/crowd.jpg")
+    assert response.status_code == 200 and "X-Face-Count" not in response.headers
+    assert inferences(stack) == before
+
+
+ODD_SPELLINGS = [
+    "http://127.0.0.2:{port}/x.jpg",
+    "http://2130706433:{port}/x.jpg",  # 127.0.0.1 as one number
+    "http://0x7f.1:{port}/x.jpg",
+    "http://127.1:{port}/x.jpg",
+    "http://0:{port}/x.jpg",
+    "http://[::1]:{port}/x.jpg",
+    "http://[::ffff:127.0.0.2]:{port}/x.jpg",
+    "http://localhost:{port}/x.jpg",  # a DNS name that resolves to loopback
+    "https://127.0.0.2:{port}/x.jpg",
+    "http://169.254.169.254/latest/meta-data/",
+    "http://100.64.0.1/x.jpg",
+    "http://224.0.0.1/x.jpg",
+    "http://10.0.0.1/x.jpg",
+    "http://192.168.1.1/x.jpg",
+]
+
+
+@pytest.mark.parametrize("spelling", ODD_SPELLINGS)
+def test_every_private_address_is_refused_before_a_packet_reaches_it(public, spelling):
+    with trap() as caught:
+        response = get(public.url, f"width=64/{spelling.format(port=caught.port)}")
+        error_of(response, 403, "source_not_allowed")
+        assert caught.connections() == 0
+
+
+def test_a_redirect_from_the_origin_to_a_private_address_is_refused(public, private, origin):
+    with trap() as caught:
+        target = f"http://127.0.0.2:{caught.port}/x.jpg"
+        error_of(get(public.url, f"width=64/redirect?to={target}"), 403, "source_not_allowed")
+        error_of(get(public.url, f"width=64/{origin[0]}redirect?to={target}"), 403, "source_not_allowed")
+        # private addresses allowed, but the redirect leaves the allowed prefix
+        error_of(get(private.url, f"width=64/{origin[0]}redirect?to={target}"), 403, "source_not_allowed")
+        assert caught.connections() == 0
+    ok = get(private.url, f"width=64/{origin[0]}redirect?to={origin[0]}astronaut.jpg")
+    assert ok.status_code == 200
+
+
+def test_credentials_other_schemes_and_too_many_redirects(public, private, origin):
+    error_of(get(public.url, "width=64/http://user:secret@example.com/x.jpg"), 403, "source_not_allowed")
+    for source in ("file:///etc/passwd", "ftp://example.com/x.jpg", "gopher://127.0.0.1/x"):
+        assert get(public.url, f"width=64/{source}").status_code == 404  # a path on the origin, which has none
+    chain = f"width=64/{origin[0]}chain?n=4&then={origin[0]}astronaut.jpg"
+    error_of(get(private.url, chain), 502, "origin_error")
+    assert get(private.url, chain.replace("n=4", "n=3")).status_code == 200
+
+
+def test_absolute_sources_need_the_allowed_prefix(private, origin, originals):
+    assert get(private.url, f"width=64/{origin[0]}astronaut.jpg").status_code == 200
+    with photo_origin(originals) as (elsewhere, _):
+        error_of(get(private.url, f"width=64/{elsewhere}astronaut.jpg"), 403, "source_not_allowed")
+
+
+def test_origin_errors_map_to_404_502_504_413_415(public, private, origin):
+    error_of(get(public.url, "width=64/missing"), 404, "source_not_found")
+    error_of(get(public.url, "width=64/error"), 502, "origin_error")
+    error_of(get(public.url, "width=64/notes.jpg"), 415, "unsupported_image")
+    error_of(get(public.url, "width=64/bomb.png"), 413, "image_too_large")
+    state = origin[1]
+    error_of(get(public.url, "width=64/huge"), 413, "payload_too_large")
+    assert state.sent_bytes["/huge"] < 40 * 1024 * 1024  # cut off near the 20 MiB limit, not read to the end
+
+
+def test_a_refused_connection_is_502(stack, origin, scratch):
+    port = free_port()  # nothing listens there
+    env = {"FACECROP_ALLOWED_SOURCES": f"http://127.0.0.1:{port}/", "FACECROP_ALLOW_PRIVATE_SOURCES": "true"}
+    with gateway(stack, scratch, "url-closed", **env) as running:
+        error_of(get(running.url, f"width=64/http://127.0.0.1:{port}/x.jpg"), 502, "origin_error")
+
+
+def test_a_slow_origin_times_out_and_no_worker_is_stuck(public):
+    with ThreadPoolExecutor(4) as pool:
+        slow = [pool.submit(get, public.url, "width=64/slow") for _ in range(3)]
+        started = time.monotonic()
+        meanwhile = get(public.url, "width=64/astronaut.jpg")
+        assert meanwhile.status_code == 200 and time.monotonic() - started < 20
+        for answer in slow:
+            error_of(answer.result(), 504, "origin_timeout")
+
+
+def test_onerror_redirect_sends_the_browser_to_an_allowed_absolute_source(public, private, origin):
+    source = f"{origin[0]}notes.jpg"
+    answer = get(private.url, f"width=64,onerror=redirect/{source}")
+    assert answer.status_code == 302 and answer.headers["Location"] == source
+    error_of(
+        get(public.url, "width=64,onerror=redirect/notes.jpg"), 415, "unsupported_image"
+    )  # the origin stays private
+    error_of(get(public.url, "width=64,onerror=redirect/http://127.0.0.2/x.jpg"), 403, "source_not_allowed")
+
+
+def test_etag_is_stable_across_requests_and_replicas_and_follows_the_source(stack, origin, originals, scratch, public):
+    path = f"{FACE_CROP}/changing.jpg"
+    first, second = get(public.url, path), get(public.url, path)
+    assert first.headers["ETag"] == second.headers["ETag"]
+    assert first.headers["Cache-Control"] == "public, max-age=3600"
+    env = {"FACECROP_ORIGIN": origin[0], "FACECROP_ALLOWED_SOURCES": "*"}
+    with gateway(stack, scratch, "url-replica", **env) as replica:
+        assert get(replica.url, path).headers["ETag"] == first.headers["ETag"]
+    (originals / "changing.jpg").write_bytes(photo(CROWD).read_bytes())
+    changed = get(public.url, path)
+    assert changed.headers["ETag"] != first.headers["ETag"] and changed.content != first.content
+    stale = get(public.url, path, **{"If-None-Match": first.headers["ETag"]})
+    assert stale.status_code == 200 and stale.headers["ETag"] == changed.headers["ETag"]
+
+
+def test_revalidation_asks_the_origin_and_neither_downloads_nor_calls_triton(stack, public, origin):
+    state = origin[1]
+    path = f"{FACE_CROP}/crowd.jpg"
+    first = get(public.url, path, Accept="image/webp")
+    bodies, calls = state.bodies["/crowd.jpg"], inferences(stack)
+    again = get(public.url, path, **{"If-None-Match": first.headers["ETag"]})
+    assert again.status_code == 304 and again.content == b""
+    assert again.headers["ETag"] == first.headers["ETag"] and again.headers["Cache-Control"] == "public, max-age=3600"
+    assert state.bodies["/crowd.jpg"] == bodies and state.not_modified["/crowd.jpg"] >= 1
+    assert inferences(stack) == calls
+
+
+def test_an_origin_without_validators_is_hashed_and_has_a_day(stack, public, origin):
+    path = f"{FACE_CROP}/plain/astronaut.jpg"
+    first = get(public.url, path)
+    assert first.headers["Cache-Control"] == "public, max-age=86400"
+    calls = inferences(stack)
+    again = get(public.url, path, **{"If-None-Match": first.headers["ETag"]})
+    assert again.status_code == 304 and inferences(stack) == calls  # downloaded and hashed, nothing more
+
+
+def test_format_auto_varies_by_accept(public):
+    avif = get(public.url, "width=128,format=auto/astronaut.jpg", Accept="image/avif,image/webp,*/*")
+    webp = get(public.url, "width=128,format=auto/astronaut.jpg", Accept="image/webp,*/*")
+    other = get(public.url, "width=128,format=auto/astronaut.jpg", Accept="*/*")
+    assert [r.headers["Content-Type"] for r in (avif, webp, other)] == ["image/avif", "image/webp", "image/jpeg"]
+    assert all(r.headers["Vary"] == "Accept" for r in (avif, webp, other))
+    assert len({r.headers["ETag"] for r in (avif, webp, other)}) == 3
+    assert Image.open(io.BytesIO(avif.content)).size == (128, 128)
+
+
+def test_signatures_python_node_and_every_wrong_one(signed):
+    good = image_url(signed.url, "astronaut.jpg", key=KEY, salt=SALT, width=64, height=64, fit="cover")
+    assert requests.get(good, timeout=30).status_code == 200
+    signature = good.split("/")[5]
+    for wrong in (
+        good.replace(signature + "/", ""),
+        good.replace(signature, signature[:-4]),
+        good.replace(signature, "A" * len(signature)),
+        good.replace("width=64", "width=65"),
+    ):
+        error_of(requests.get(wrong, timeout=30), 403, "invalid_signature")
+    options = "width=64,height=64,fit=cover"
+    namespace: dict = {}
+    exec(readme_block("python", "def image_url"), namespace)  # the README's own code
+    assert requests.get(namespace["image_url"](signed.url, "crowd.jpg", options, KEY, SALT), timeout=30).ok
+    script = (
+        readme_block("js", "function imageUrl")
+        + f"\nconsole.log(imageUrl({signed.url!r}, 'crowd.jpg', {options!r}, {KEY!r}, {SALT!r}));"
+    )
+    from_node = subprocess.run(["node", "-e", script], capture_output=True, text=True, check=True).stdout.strip()
+    assert from_node == namespace["image_url"](signed.url, "crowd.jpg", options, KEY, SALT)
+    assert requests.get(from_node, timeout=30).status_code == 200
+
+
+def readme_block(language: str, containing: str) -> str:
+    blocks = re.findall(rf"```{language}\n(.*?)```", README.read_text(), re.DOTALL)
+    return next(block for block in blocks if containing in block)
+
+
+def test_nothing_from_a_source_is_written_to_disk(public, scratch):
+    """Checked last in the module: the gateways' TMPDIR stayed empty, and no worker holds a file
+    open for writing other than its logs and shared memory."""
+    assert get(public.url, "width=64/huge").status_code == 413
+    assert not list(scratch.iterdir())
+    for pid in child_pids(public.process.pid):
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            target = os.readlink(fd)
+            flags = int(Path(f"/proc/{pid}/fdinfo/{fd.name}").read_text().split("flags:")[1].split()[0], 8)
+            writing = flags & (os.O_WRONLY | os.O_RDWR)
+            if target.startswith("/") and Path(target).is_file() and writing:
+                assert target.startswith(("/dev/shm", str(Path(__file__).resolve().parents[2] / "build"))), target

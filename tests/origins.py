@@ -1,0 +1,183 @@
+"""Real HTTP origins on loopback for the URL form (GET /cdn-cgi/image/...): a photo origin with
+validators and misbehaviours on demand, and a trap that counts every connection made to it (the
+"internal" server an SSRF would reach). Shared by tests/integration/test_url.py and the bench."""
+
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import socket
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlsplit
+
+HUGE_BYTES = 100 * 1024 * 1024
+
+
+@dataclass
+class OriginState:
+    """What the origin serves and what it has seen."""
+
+    root: Path
+    max_age: int = 3600
+    seen: Counter = field(default_factory=Counter)  # path -> requests
+    bodies: Counter = field(default_factory=Counter)  # path -> 200 answers with a body
+    not_modified: Counter = field(default_factory=Counter)  # path -> 304 answers
+    sent_bytes: Counter = field(default_factory=Counter)  # path -> body bytes written
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def count(self, counter: Counter, path: str, amount: int = 1) -> None:
+        with self.lock:
+            counter[path] += amount
+
+
+class _Origin(BaseHTTPRequestHandler):
+    """GET /<file> under the root with ETag, Last-Modified and Cache-Control (304 when they match);
+    /plain/<file> without validators or Cache-Control; /redirect?to=URL (302), /chain?n=N (N redirects to itself,
+    then a photo); /missing (404), /error (500), /slow (a body trickling for 30 s), /huge (100 MB)."""
+
+    protocol_version = "HTTP/1.1"
+    state: OriginState
+
+    def do_GET(self) -> None:
+        parts = urlsplit(self.path)
+        path, query = unquote(parts.path), parse_qs(parts.query)
+        self.state.count(self.state.seen, path)
+        if path == "/redirect":
+            self._answer(302, b"", {"Location": query["to"][0]})
+        elif path == "/chain":
+            left = int(query["n"][0])
+            then = query["then"][0]
+            self._answer(302, b"", {"Location": f"/chain?n={left - 1}&then={then}" if left > 1 else then})
+        elif path == "/missing":
+            self._answer(404, b"no such thing", {"Content-Type": "text/plain"})
+        elif path == "/error":
+            self._answer(500, b"broken", {"Content-Type": "text/plain"})
+        elif path == "/slow":
+            self._trickle(path)
+        elif path == "/huge":
+            self._huge(path)
+        elif path.startswith("/plain/"):
+            self._file(path, path.removeprefix("/plain/"), validators=False)
+        else:
+            self._file(path, path.lstrip("/"), validators=True)
+
+    def _file(self, path: str, name: str, validators: bool) -> None:
+        file = self.state.root / name
+        if not file.is_file():
+            self._answer(404, b"", {})
+            return
+        data = file.read_bytes()
+        headers = {"Content-Type": "application/octet-stream"}  # never trusted: the bytes are sniffed
+        if validators:
+            headers["Cache-Control"] = f"public, max-age={self.state.max_age}"
+            etag = f'"{hashlib.sha256(data).hexdigest()[:16]}"'
+            headers |= {"ETag": etag, "Last-Modified": email.utils.formatdate(file.stat().st_mtime, usegmt=True)}
+            if self.headers.get("If-None-Match") == etag:
+                self.state.count(self.state.not_modified, path)
+                self._answer(304, b"", headers)
+                return
+        self.state.count(self.state.bodies, path)
+        self._answer(200, data, headers)
+
+    def _answer(self, status: int, body: bytes, headers: dict[str, str]) -> None:
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        if status != 304:
+            self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if body:
+            self.wfile.write(body)
+            self.state.count(self.state.sent_bytes, urlsplit(self.path).path, len(body))
+
+    def _trickle(self, path: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", "30")
+        self.end_headers()
+        for _ in range(30):
+            if self.state.stop.wait(1):
+                return
+            self.wfile.write(b"x")
+            self.wfile.flush()
+
+    def _huge(self, path: str) -> None:
+        self.send_response(200)  # no Content-Length: only reading tells how large it is
+        self.send_header("Connection", "close")
+        self.end_headers()
+        chunk = b"\xff" * 65536
+        for _ in range(HUGE_BYTES // len(chunk)):
+            try:
+                self.wfile.write(chunk)
+            except OSError:
+                return
+            self.state.count(self.state.sent_bytes, path, len(chunk))
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@contextmanager
+def photo_origin(root: Path, host: str = "127.0.0.1") -> Iterator[tuple[str, OriginState]]:
+    """An origin serving `root` on a free port of `host`: its base URL (with a trailing /) and state."""
+    state = OriginState(root)
+    handler = type("Origin", (_Origin,), {"state": state})
+    server = ThreadingHTTPServer((host, 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://{host}:{server.server_port}/", state
+    finally:
+        state.stop.set()
+        server.shutdown()
+        server.server_close()
+
+
+class Trap:
+    """Listening sockets on one port of several loopback addresses that count the connections made
+    to them. A connection is complete (in the listener's queue) before its maker can go on, so
+    counting after a request was answered misses none: nothing waits on time."""
+
+    def __init__(self, listeners: list[socket.socket]):
+        self.listeners = listeners
+        self.port = listeners[0].getsockname()[1]
+        self.caught = 0
+
+    def connections(self) -> int:
+        """Connections made so far (each accepted and closed as it is counted)."""
+        for listener in self.listeners:
+            while True:
+                try:
+                    connection, _ = listener.accept()
+                except BlockingIOError:
+                    break
+                self.caught += 1
+                connection.close()
+        return self.caught
+
+
+@contextmanager
+def trap(addresses: tuple[str, ...] = ("127.0.0.2", "127.0.0.1", "::1")) -> Iterator[Trap]:
+    """A Trap on the same free port of each address this machine has."""
+    listeners = [socket.create_server((addresses[0], 0))]
+    port = listeners[0].getsockname()[1]
+    for address in addresses[1:]:
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        try:
+            listeners.append(socket.create_server((address, port), family=family))
+        except OSError:
+            continue  # no such address here (IPv6 off), or the port is taken on it
+    for listener in listeners:
+        listener.setblocking(False)
+    try:
+        yield Trap(listeners)
+    finally:
+        for listener in listeners:
+            listener.close()

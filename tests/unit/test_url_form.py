@@ -1,0 +1,327 @@
+"""The URL form in process (a directory origin, the model stand-in that finds no face): the option
+grammar, every fit, formats, signing, the directory origin's walls, caching headers, API keys."""
+
+import io
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from facecrop_client import image_url
+from gateway.app import create_app
+from gateway.config import Settings
+from gateway.errors import SourceNotAllowed
+from gateway.url.caching import negotiate
+from gateway.url.options import UNSUPPORTED, parse_url_options
+from gateway.url.sources import Source, resolve_source
+from tests.support import NoFacesModel, astronaut, encoded, png_declaring
+
+KEY, SALT = "736563726574", "73616c74"
+
+
+@pytest.fixture
+def originals(tmp_path: Path) -> Path:
+    root = tmp_path / "originals"
+    (root / "people").mkdir(parents=True)
+    (root / "people" / "astronaut.jpg").write_bytes(encoded(astronaut(), "JPEG", quality=90))
+    (root / "wide.png").write_bytes(encoded(astronaut().resize((800, 400)), "PNG"))
+    (root / "notes.txt").write_text("not a picture")
+    (root / "bomb.png").write_bytes(png_declaring(100_000, 100_000))
+    (tmp_path / "secret.jpg").write_bytes(encoded(astronaut(), "JPEG"))
+    (root / "escape.jpg").symlink_to(tmp_path / "secret.jpg")
+    (root / "inside.jpg").symlink_to(root / "people" / "astronaut.jpg")
+    return root
+
+
+def client_for(originals: Path, **settings):
+    return create_app(Settings(origin=str(originals), **settings), NoFacesModel()).test_client()
+
+
+def get(client, path: str, **headers):
+    return client.get(f"/cdn-cgi/image/{path}", headers=headers)
+
+
+def picture(response) -> Image.Image:
+    assert response.status_code == 200, response.data
+    return Image.open(io.BytesIO(response.data))
+
+
+@pytest.mark.parametrize(
+    "options,size",
+    [
+        ("width=200", (200, 200)),
+        ("w=1000", (512, 512)),  # scale-down (the default) never enlarges
+        ("width=1000,fit=contain", (1000, 1000)),
+        ("width=300,height=100,fit=contain", (100, 100)),
+        ("width=300,height=100,fit=scale-down", (100, 100)),
+        ("width=300,height=100,fit=cover", (300, 100)),
+        ("width=300,height=100,fit=squeeze", (300, 100)),
+        ("width=300,height=100,fit=pad", (300, 100)),
+        ("width=300,height=100,fit=crop", (300, 100)),
+        ("width=1000,height=500,fit=crop", (500, 500)),  # cannot fill 1000 x 500 unenlarged: like scale-down
+        ("width=1000,height=500,fit=aspect-crop", (512, 256)),  # never enlarged, the target's aspect
+        ("width=100,dpr=2", (200, 200)),
+        ("h=64", (64, 64)),
+        ("quality=50", (512, 512)),
+    ],
+)
+def test_every_fit_gives_cloudflares_size(originals, options, size):
+    assert picture(get(client_for(originals), f"{options}/people/astronaut.jpg")).size == size
+
+
+def test_pad_fills_with_the_background_and_squeeze_fills_without_it(originals):
+    client = client_for(originals)
+    padded = np.asarray(picture(get(client, "width=300,height=100,fit=pad,background=%23ff0000,f=png/wide.png")))
+    assert padded.shape == (100, 300, 3) and tuple(padded[50, 5]) == (255, 0, 0)  # a red band at the side
+    assert tuple(np.asarray(picture(get(client, "width=300,height=100,fit=pad,f=png/wide.png")))[50, 5]) == (
+        255,
+        255,
+        255,
+    )
+    squeezed = np.asarray(picture(get(client, "width=300,height=100,fit=squeeze,f=png/wide.png")))
+    assert tuple(squeezed[50, 5]) != (255, 255, 255)
+
+
+@pytest.mark.parametrize(
+    "gravity,rect",
+    [("left", "0,0,256,512"), ("right", "256,0,256,512"), ("0.5x0.5", "128,0,256,512"), ("center", "128,0,256,512")],
+)
+def test_gravity_sides_and_points(originals, gravity, rect):
+    response = get(client_for(originals), f"width=100,height=200,fit=cover,gravity={gravity}/people/astronaut.jpg")
+    assert response.headers["X-Crop-Rect"] == rect
+
+
+@pytest.mark.parametrize(
+    "options,content_type,accept",
+    [
+        ("format=png", "image/png", ""),
+        ("format=webp", "image/webp", ""),
+        ("format=avif", "image/avif", ""),
+        ("format=jpeg", "image/jpeg", ""),
+        ("format=baseline-jpeg", "image/jpeg", ""),
+        ("quality=80", "image/jpeg", "image/avif,image/webp"),  # no format: the input's, whatever Accept says
+        ("format=auto", "image/avif", "image/avif,image/webp,*/*"),
+        ("format=auto", "image/webp", "image/webp,*/*"),
+        ("format=auto", "image/jpeg", "*/*"),  # a wildcard promises nothing
+        ("format=auto", "image/jpeg", "image/avif;q=0,image/jpeg"),
+    ],
+)
+def test_formats_and_negotiation(originals, options, content_type, accept):
+    response = get(client_for(originals), f"{options}/people/astronaut.jpg", Accept=accept)
+    assert response.status_code == 200 and response.headers["Content-Type"] == content_type
+    assert (response.headers.get("Vary") == "Accept") == ("auto" in options)
+    assert picture(response).size == (512, 512)
+
+
+def test_jpeg_is_progressive_as_cloudflares_and_baseline_jpeg_is_not(originals):
+    client = client_for(originals)
+    assert picture(get(client, "format=jpeg/people/astronaut.jpg")).info.get("progressive") == 1
+    assert not picture(get(client, "format=baseline-jpeg/people/astronaut.jpg")).info.get("progressive")
+
+
+def test_json_answers_the_crop_geometry(originals):
+    body = get(client_for(originals), "width=100,height=50,fit=cover,format=json/people/astronaut.jpg").json
+    assert body == {
+        "image": {"width": 512, "height": 512},
+        "crop": {"x": 0, "y": 128, "width": 512, "height": 256},
+        "output": {"width": 100, "height": 50},
+        "faces": [],
+    }
+
+
+@pytest.mark.parametrize(
+    "options,parameter",
+    [
+        ("width=0", "width"),
+        ("width=abc", "width"),
+        ("height=5000", "height"),
+        ("fit=fill", "fit"),
+        ("gravity=north", "gravity"),
+        ("gravity=1.5x0", "gravity"),
+        ("zoom=2", "zoom"),
+        ("format=gif", "format"),
+        ("quality=0", "quality"),
+        ("quality=best", "quality"),
+        ("dpr=0", "dpr"),
+        ("width=3000,dpr=2", "dpr"),
+        ("background=nope", "background"),
+        ("onerror=ignore", "onerror"),
+        ("metadata=all", "metadata"),
+        ("anim=true", "anim"),
+        ("faces=some", "faces"),
+        ("detail=max", "detail"),
+        ("min-confidence=101", "min-confidence"),
+        ("anonymize=erase", "anonymize"),
+        ("width=1,w=2", "width"),
+        ("colour=red", "colour"),
+        ("sharpen=1", "sharpen"),
+        ("trim.left=5", "trim.left"),
+        ("width", "people"),  # with no `=`, the first segment is a signature (none needed here)
+    ],
+)
+def test_an_unknown_or_invalid_option_is_a_400_naming_it(originals, options, parameter):
+    response = get(client_for(originals), f"{options}/people/astronaut.jpg")
+    assert response.status_code == 400 and response.headers["Cache-Control"] == "no-store"
+    assert response.json["error"]["code"] == "invalid_parameter" and response.json["error"]["parameter"] == parameter
+
+
+def test_every_cloudflare_option_is_supported_or_refused_with_a_reason():
+    cloudflare = [
+        *("anim", "background", "blur", "border", "brightness", "compression", "contrast", "dpr", "fit", "flip"),
+        *("format", "gamma", "gravity", "height", "metadata", "onerror", "quality", "rotate", "saturation"),
+        *("segment", "sharpen", "slow-connection-quality", "trim", "upscale", "width", "zoom"),
+    ]
+    for name in cloudflare:
+        try:
+            parse_url_options(f"{name}=x")
+        except Exception as error:
+            assert name not in UNSUPPORTED or "is not supported" in str(error), name
+            assert "is not an option" not in str(error), name
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    table = readme.split("Every Cloudflare option, supported or not:")[1].split("facecrop's own")[0]
+    rows = {line.split("|")[1] for line in table.splitlines() if line.startswith("| `")}
+    for name in cloudflare:
+        assert any(f"`{name}`" in row for row in rows), f"README's option table lacks {name}"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "../secret.jpg",
+        "%2e%2e/secret.jpg",
+        "people/%2e%2e/%2e%2e/secret.jpg",
+        "%2Fetc%2Fpasswd",
+        "escape.jpg",
+        "nope.jpg",
+    ],
+)
+def test_a_directory_origin_is_never_left(originals, source):
+    response = get(client_for(originals), f"width=10/{source}")
+    assert response.status_code == 404 and response.json["error"]["code"] == "source_not_found"
+
+
+def test_a_link_inside_the_origin_is_followed(originals):
+    assert picture(get(client_for(originals), "width=10/inside.jpg")).size == (10, 10)
+
+
+@pytest.mark.parametrize(
+    "source,status,code",
+    [("notes.txt", 415, "unsupported_image"), ("bomb.png", 413, "image_too_large")],
+)
+def test_the_bytes_are_sniffed_and_bombs_refused(originals, source, status, code):
+    response = get(client_for(originals), f"width=10/{source}")
+    assert response.status_code == status and response.json["error"]["code"] == code
+    assert response.headers["Cache-Control"] == "public, max-age=60"
+
+
+def test_a_file_over_the_upload_limit_is_refused_unread(originals):
+    response = get(client_for(originals, max_upload_bytes=1000), "width=10/people/astronaut.jpg")
+    assert response.status_code == 413 and response.json["error"]["code"] == "payload_too_large"
+
+
+def test_a_file_origin_revalidates_by_its_stat(originals):
+    client = client_for(originals)
+    first = get(client, "width=100/people/astronaut.jpg")
+    assert first.headers["Cache-Control"] == "public, max-age=86400"
+    again = get(client, "width=100/people/astronaut.jpg", **{"If-None-Match": first.headers["ETag"]})
+    assert again.status_code == 304 and again.data == b"" and again.headers["ETag"] == first.headers["ETag"]
+    assert again.headers["Cache-Control"] == first.headers["Cache-Control"]
+    other_options = get(client, "width=101/people/astronaut.jpg", **{"If-None-Match": first.headers["ETag"]})
+    assert other_options.status_code == 200 and other_options.headers["ETag"] != first.headers["ETag"]
+    os.utime(originals / "people" / "astronaut.jpg", ns=(1, 1))  # the source changed
+    changed = get(client, "width=100/people/astronaut.jpg", **{"If-None-Match": first.headers["ETag"]})
+    assert changed.status_code == 200 and changed.headers["ETag"] != first.headers["ETag"]
+    forged = get(client, "width=100/people/astronaut.jpg", **{"If-None-Match": '"abc.Zjox"'})
+    assert forged.status_code == 200
+
+
+def test_head_answers_the_headers_without_the_body(originals):
+    client = client_for(originals)
+    full, head = (
+        get(client, "width=64/people/astronaut.jpg"),
+        client.head("/cdn-cgi/image/width=64/people/astronaut.jpg"),
+    )
+    assert head.status_code == 200 and head.data == b""
+    assert head.headers["ETag"] == full.headers["ETag"] and head.headers["Content-Type"] == "image/jpeg"
+
+
+def test_signed_urls_from_the_python_client_pass_and_every_other_fails(originals):
+    client = client_for(originals, url_key=bytes.fromhex(KEY), url_salt=bytes.fromhex(SALT))
+    good = image_url("", "people/astronaut.jpg", key=KEY, salt=SALT, width=64, fit="cover", height=32)
+    assert picture(client.get(good)).size == (64, 32)
+    signature = good.split("/")[3]
+    cases = {
+        "unsigned": "/cdn-cgi/image/width=64,fit=cover,height=32/people/astronaut.jpg",
+        "wrong": good.replace(signature, signature[::-1]),
+        "truncated": good.replace(signature, signature[:20]),
+        "other options": good.replace("width=64", "width=65"),
+        "other source": good.replace("people/astronaut.jpg", "wide.png"),
+        "other salt": image_url("", "people/astronaut.jpg", key=KEY, salt="00", width=64, fit="cover", height=32),
+    }
+    for case, url in cases.items():
+        response = client.get(url)
+        assert response.status_code == 403 and response.json["error"]["code"] == "invalid_signature", case
+
+
+def test_without_a_key_a_signature_segment_is_passed_over(originals):
+    url = image_url("", "people/astronaut.jpg", key=KEY, salt=SALT, width=64)
+    assert picture(client_for(originals).get(url)).size == (64, 64)
+
+
+def test_api_keys_do_not_leak_through_the_url_form(originals):
+    keys = {"api_keys": ("k1",)}
+    refused = get(client_for(originals, **keys), "width=64/people/astronaut.jpg")
+    assert refused.status_code == 403 and refused.json["error"]["code"] == "invalid_signature"
+    opened = get(client_for(originals, allow_unsigned_urls=True, **keys), "width=64/people/astronaut.jpg")
+    assert picture(opened).size == (64, 64)
+    signed = image_url("", "people/astronaut.jpg", key=KEY, width=64)
+    assert picture(client_for(originals, url_key=bytes.fromhex(KEY), **keys).get(signed)).size == (64, 64)
+
+
+def test_relative_sources_need_an_origin_and_absolute_ones_an_allowed_prefix():
+    client = create_app(Settings(), NoFacesModel()).test_client()
+    for path in ("width=10/a.jpg", "width=10/https://example.com/a.jpg"):
+        response = client.get(f"/cdn-cgi/image/{path}")
+        assert response.status_code == 403 and response.json["error"]["code"] == "source_not_allowed"
+    missing = client.get("/cdn-cgi/image/width=10")
+    assert missing.status_code == 400 and missing.json["error"]["parameter"] == "source"
+
+
+@pytest.mark.parametrize(
+    "raw,query,allowed,expected",
+    [
+        ("https://Example.COM:443/a.jpg", "", ("https://example.com/",), "https://example.com/a.jpg"),
+        ("https:/example.com/a.jpg", "v=2", ("https://example.com/",), "https://example.com/a.jpg?v=2"),
+        ("http://example.com/a.jpg", "", ("*",), "http://example.com/a.jpg"),
+    ],
+)
+def test_absolute_sources_are_normalized_before_the_allowlist(raw, query, allowed, expected):
+    assert resolve_source(raw, query, "", allowed) == Source(url=expected)
+
+
+@pytest.mark.parametrize(
+    "raw,allowed",
+    [
+        ("https://example.com.evil.net/a.jpg", ("https://example.com/",)),
+        ("https://user:pass@example.com/a.jpg", ("*",)),
+        ("http://example.com/a.jpg", ("https://example.com/",)),
+        ("https://example.com:8443/a.jpg", ("https://example.com/",)),
+    ],
+)
+def test_the_allowlist_is_a_prefix_of_the_whole_url(raw, allowed):
+    with pytest.raises(SourceNotAllowed):
+        resolve_source(raw, "", "", allowed)
+
+
+def test_a_prefix_without_a_host_slash_is_refused_at_start():
+    with pytest.raises(ValueError, match="FACECROP_ALLOWED_SOURCES"):
+        Settings(allowed_sources=("https://example.com",))
+
+
+def test_negotiation_without_an_avif_encoder_falls_back_to_webp(monkeypatch):
+    monkeypatch.setattr("gateway.url.caching.AVIF_AVAILABLE", False)
+    assert negotiate("auto", "image/avif,image/webp") == "webp"
+    assert negotiate("avif", "") == "webp"
+    assert negotiate(None, "image/avif") == "input"
