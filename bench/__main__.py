@@ -22,6 +22,8 @@ Scenarios, all at the gateway's resize policy and the same onnxruntime thread co
   placement          /v1/crop's window on every labeled set against centring, thumbor's smart
                      crop and the best window: faces framed, largest face framed, time
                      (bench/placement.py)
+  URL form           GET /cdn-cgi/image cache misses against thumbor's smart crop (c=1 p50, c=8
+                     throughput, faces framed), and a 304 revalidation's CPU (bench/url.py)
 
 By default it starts its own local Triton + gateway on free ports; `--url` (and
 `--triton-url` for batch statistics) measures a running deployment instead.
@@ -53,6 +55,7 @@ from bench.onnx_model import OnnxModel
 from bench.phone import gateway_cpu, phone_photos
 from bench.phone import table as phone_table
 from bench.placement import report as placement_report
+from bench.url import report as url_report
 from bench.video import report as video_report
 from bench.workload import PHOTO_SETS, load_photos, must_succeed, photo_paths, service_call
 from facecrop_client import Client
@@ -275,6 +278,7 @@ def main() -> int:
         hiding = anonymize_report(url)
         videos = video_report(url)
         placements = placement_report(url, candidates=True)
+        url_form = url_report(stack, extra_env) if stack else ""
 
     by_name = {m.name: m for m in rows}
     latency_ratio = by_name["service c=1"].percentile_ms(50) / reference.percentile_ms(50)
@@ -321,6 +325,8 @@ def main() -> int:
     report += ["", "/v1/anonymize against deface on every labeled set (bench/anonymize.py):", "", hiding]
     report += ["", "facecrop video against the deface command, end to end (bench/video.py):", "", videos]
     report += ["", "Placement: /v1/crop at zoom 0 on every labeled set (bench/placement.py):", "", placements]
+    if url_form:
+        report += ["", "The URL form against thumbor 7.8's smart crop, cache misses (bench/url.py):", "", url_form]
     text = "\n".join(report)
     print(text)
     if args.results:

@@ -134,9 +134,9 @@ def best_window(case: Case) -> Rect:
     return Rect(int(x[best, 0]), int(y[best, 0]), window.width, window.height)
 
 
-def largest_truth(case: Case) -> np.ndarray:
-    areas = (case.truth[:, 2] - case.truth[:, 0]) * (case.truth[:, 3] - case.truth[:, 1])
-    return case.truth[[int(np.argmax(areas))]]
+def largest_truth(truth: np.ndarray) -> np.ndarray:
+    areas = (truth[:, 2] - truth[:, 0]) * (truth[:, 3] - truth[:, 1])
+    return truth[[int(np.argmax(areas))]]
 
 
 @dataclass(frozen=True)
@@ -145,11 +145,12 @@ class Score:
     largest: float  # share of photos whose largest ground-truth face is framed
 
 
-def score(cases: list[Case], regions: list[Rect]) -> Score:
-    framed_faces = sum(int(framed(r, c.truth).sum()) for c, r in zip(cases, regions))
-    with_faces = [(c, r) for c, r in zip(cases, regions) if len(c.truth)]
-    largest = sum(bool(framed(r, largest_truth(c)).all()) for c, r in with_faces)
-    return Score(framed_faces / max(sum(len(c.truth) for c in cases), 1), largest / max(len(with_faces), 1))
+def score(truths: list[np.ndarray], regions: list[Rect]) -> Score:
+    """Faces framed and largest faces framed by `regions`, one per photo's counted ground truth."""
+    framed_faces = sum(int(framed(r, truth).sum()) for truth, r in zip(truths, regions))
+    with_faces = [(truth, r) for truth, r in zip(truths, regions) if len(truth)]
+    largest = sum(bool(framed(r, largest_truth(truth)).all()) for truth, r in with_faces)
+    return Score(framed_faces / max(sum(len(t) for t in truths), 1), largest / max(len(with_faces), 1))
 
 
 def placement_ms(cases: list[Case]) -> np.ndarray:
@@ -165,7 +166,7 @@ def placement_ms(cases: list[Case]) -> np.ndarray:
 
 def meets(cases: list[Case], power: float, best: Score, thumbor: Score) -> tuple[float, bool]:
     """(placed / best faces framed, largest face framed at least as often as thumbor) at `power`."""
-    own = score(cases, [placed(c, power) for c in cases])
+    own = score([c.truth for c in cases], [placed(c, power) for c in cases])
     return own.faces / max(best.faces, 1e-9), own.largest >= thumbor.largest
 
 
@@ -188,9 +189,10 @@ def report(url: str, candidates: bool = False) -> str:
     worst_share, largest_misses, changed_held = 1.0, [], 0
     for (name, output), cases in groups.items():
         before = [centred(c) for c in cases]
-        now = score(cases, [c.service for c in cases])
-        old, peer = score(cases, before), score(cases, [c.thumbor for c in cases])
-        best = score(cases, [best_window(c) for c in cases])
+        truths = [c.truth for c in cases]
+        now = score(truths, [c.service for c in cases])
+        old, peer = score(truths, before), score(truths, [c.thumbor for c in cases])
+        best = score(truths, [best_window(c) for c in cases])
         references[(name, output)] = (best, peer)
         share = now.faces / max(best.faces, 1e-9)
         worst_share = min(worst_share, share)
