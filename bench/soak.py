@@ -1,97 +1,313 @@
-"""`make soak`: the service at its measured capacity for five minutes, loopback only.
+"""`make soak`: a mixed day on the local stack, bounded, and the shape of every worker's memory.
 
-Measures capacity (closed loop at concurrency 16), then keeps the service there with the
-same closed loop for `--seconds`, sampling memory every `--sample` seconds. Prints the
-error count, latency percentiles, and the growth of gateway and Triton memory after
-warm-up (the bar: under 5%). Bounded in time; stops by itself.
+The workload (the same sequence for every gateway): bursts of 1 to 16 concurrent requests
+mixing /v1/detect, /v1/crop and /v1/anonymize on ordinary photos, crowds with detail=high and
+auto, 12 MP EXIF-rotated phone photos, bad inputs (415, 400, 413), and the URL form (face
+crops, plain resizes and 304 revalidations from a directory origin): `--requests` in all
+(20,000), loopback only, stopping by itself.
+
+Every `--sample` seconds: each worker's resident memory (RSS) and its parts (heap: RssAnon;
+shared memory: RssShmem) and its regions in /dev/shm. `--allocators` runs one gateway per
+allocator on the same Triton (glibc as gunicorn.conf.py tunes it, jemalloc, mimalloc), the
+same bursts sent to each in turn: side by side in one run.
+
+Prints a table, writes a plot (build/soak.png), and passes only with: no 5xx, every worker at
+most 150 MiB at the end, RSS flat (+-5 %) over the second half, /dev/shm not growing, and no
+region left once the gateways are stopped.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import threading
 import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
+import requests
 
-from bench.harness import closed_loop
-from bench.workload import load_photos, service_call
-from local_triton.processes import child_pids, rss_mib, running_stack
+from bench.phone import phone_photos
+from bench.workload import load_photos
+from gateway.shm import NAME_PREFIX, SHM_DIR
+from local_triton import BUILD_DIR
+from local_triton.allocators import ALLOCATORS, allocator_env
+from local_triton.processes import SHARED_FACES, Gateway, child_pids, memory_mib, running_gateway, running_stack
+from tests.support import png_declaring
+
+MAX_WORKER_MIB = 150
+FLAT = 0.05
+PLOT = BUILD_DIR / "soak.png"
+BURSTS = (1, 2, 4, 8, 16)
 
 
-def family_rss_mib(pid: int) -> float:
-    """A process plus its children: gunicorn and its workers, tritonserver and its stubs."""
-    return rss_mib(pid) + sum(rss_mib(child) for child in child_pids(pid))
+@dataclass(frozen=True)
+class Call:
+    """One request of the mix: what it is, and the statuses that are right for it."""
+
+    kind: str
+    method: str
+    path: str
+    params: dict = field(default_factory=dict)
+    body: bytes | None = None
+    headers: dict = field(default_factory=dict)
+    expected: frozenset[int] = frozenset({200})
+
+
+def mix() -> list[Call]:
+    """One round of the mix (100 requests), cycled through the photos."""
+    ordinary = load_photos()
+    crowds = [p.read_bytes() for p in sorted((SHARED_FACES / "wider_val_native" / "images").glob("*.jpg"))[:12]]
+    phones = phone_photos(4)
+    relative = [p.relative_to(SHARED_FACES) for p in sorted(SHARED_FACES.glob("*/images/*.jpg"))[:60]]
+    pick = itertools.count()
+
+    def photo(pool: list) -> bytes:
+        return pool[next(pick) % len(pool)]
+
+    def upload(kind: str, endpoint: str, pool: list, **params) -> Call:
+        body = photo(pool)
+        return Call(kind, "POST", endpoint, params, body, {"Content-Type": "image/jpeg"})
+
+    def by_url(kind: str, options: str, **headers) -> Call:
+        expected = frozenset({304}) if "If-None-Match" in headers else frozenset({200})
+        return Call(kind, "GET", f"/cdn-cgi/image/{options}/{photo(relative)}", headers=headers, expected=expected)
+
+    weights: list[tuple[int, Callable[[], Call]]] = [
+        (28, lambda: upload("detect", "/v1/detect", ordinary)),
+        (10, lambda: upload("crop", "/v1/crop", ordinary, width=256, height=256)),
+        (8, lambda: upload("anonymize", "/v1/anonymize", ordinary)),
+        (3, lambda: upload("detail=auto", "/v1/detect", crowds, detail="auto", max_faces=1000)),
+        (3, lambda: upload("detail=high", "/v1/detect", crowds, detail="high", max_faces=1000)),
+        (3, lambda: upload("anonymize crowd", "/v1/anonymize", crowds)),
+        (3, lambda: upload("12 MP detect", "/v1/detect", phones)),
+        (2, lambda: upload("12 MP crop", "/v1/crop", phones, width=512, height=512)),
+        (10, lambda: by_url("URL face crop", "width=256,height=256,fit=cover,gravity=face")),
+        (8, lambda: by_url("URL resize", "width=320,f=webp")),
+        (4, lambda: by_url("URL 304", "width=320,f=webp", **{"If-None-Match": "*"})),
+        (
+            6,
+            lambda: Call(
+                "bad: not an image", "POST", "/v1/detect", body=b"not an image" * 40, expected=frozenset({415})
+            ),
+        ),
+        (
+            6,
+            lambda: Call(
+                "bad: parameter", "POST", "/v1/crop", {"zoom": "7"}, photo(ordinary), expected=frozenset({400})
+            ),
+        ),
+        (
+            6,
+            lambda: Call(
+                "bad: bomb", "POST", "/v1/detect", body=png_declaring(90_000, 90_000), expected=frozenset({413})
+            ),
+        ),
+    ]
+    return [make() for weight, make in weights for _ in range(weight)]
+
+
+@dataclass
+class Record:
+    """What one gateway answered, and its memory over the soak."""
+
+    statuses: Counter = field(default_factory=Counter)  # (kind, status) -> count
+    samples: list[tuple[float, int, dict[int, dict[str, float]], float]] = field(default_factory=list)
+    # (seconds in, requests done, pid -> memory_mib, /dev/shm MiB of its workers' regions)
+
+    @property
+    def done(self) -> int:
+        return sum(self.statuses.values())
+
+
+def send(base: str, call: Call, session: requests.Session) -> int:
+    response = session.request(
+        call.method, base + call.path, params=call.params, data=call.body, headers=call.headers, timeout=120
+    )
+    return response.status_code
+
+
+def shm_mib(pids: list[int]) -> float:
+    """MiB of /dev/shm regions named for these processes (gateway/shm.py's names carry the pid)."""
+    total = 0
+    for path in SHM_DIR.glob(f"{NAME_PREFIX}*"):
+        if any(path.name.split("-")[-2] == str(pid) for pid in pids):
+            total += path.stat().st_size
+    return total / 2**20
+
+
+def soak(gateways: dict[str, Gateway], count: int, sample_s: float) -> dict[str, Record]:
+    """`count` requests of the mix to each gateway, burst by burst, in turn; memory sampled meanwhile."""
+    round_ = mix()
+    records = {name: Record() for name in gateways}
+    started = time.monotonic()
+    stop = threading.Event()
+
+    def sample() -> None:
+        while True:
+            for name, gateway in gateways.items():
+                workers = child_pids(gateway.process.pid)
+                memory = {pid: memory_mib(pid) for pid in workers}
+                records[name].samples.append((time.monotonic() - started, records[name].done, memory, shm_mib(workers)))
+            if stop.wait(sample_s):
+                return
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    sessions = threading.local()
+
+    def run(base: str, record: Record, call: Call) -> None:
+        if not hasattr(sessions, "session"):
+            sessions.session = requests.Session()
+        try:
+            status = send(base, call, sessions.session)
+        except requests.RequestException:
+            status = 0
+        record.statuses[call.kind, status] += 1
+
+    calls = itertools.cycle(round_)
+    bursts = itertools.cycle(BURSTS)
+    with ThreadPoolExecutor(max(BURSTS)) as pool:
+        sent = 0
+        while sent < count:
+            burst = [next(calls) for _ in range(min(next(bursts), count - sent))]
+            for name, gateway in gateways.items():
+                list(pool.map(lambda call, g=gateway, r=records[name]: run(g.url, r, call), burst))
+            sent += len(burst)
+            if sent % 2000 < len(burst):
+                print(f"  {sent} requests to each gateway, {time.monotonic() - started:.0f} s", flush=True)
+    stop.set()
+    sampler.join()
+    return records
+
+
+@dataclass(frozen=True)
+class Verdict:
+    end_mib: dict[int, float]  # each worker's RSS at the end
+    drift: dict[int, float]  # over the second half: (max - min) / median of each worker's RSS
+    slope: dict[int, float]  # MiB per 10,000 requests over the second half (a leak keeps rising)
+    shm_growth_mib: float  # /dev/shm regions, second half
+    server_errors: int
+    wrong: Counter  # (kind, status) not expected for the kind
+
+    @property
+    def passed(self) -> bool:
+        return (
+            self.server_errors == 0
+            and max(self.end_mib.values()) <= MAX_WORKER_MIB
+            and max(self.drift.values()) <= 2 * FLAT
+            and self.shm_growth_mib <= 0
+        )
+
+
+def judge(record: Record, expected: dict[str, frozenset[int]]) -> Verdict:
+    second_half = [s for s in record.samples if s[1] >= record.done / 2]
+    pids = sorted(record.samples[-1][2])
+    end = {pid: record.samples[-1][2][pid]["VmRSS"] for pid in pids}
+    drift, slope = {}, {}
+    for pid in pids:
+        series = np.array([(s[1], s[2][pid]["VmRSS"]) for s in second_half if pid in s[2]])
+        drift[pid] = float((series[:, 1].max() - series[:, 1].min()) / np.median(series[:, 1]))
+        slope[pid] = float(np.polyfit(series[:, 0], series[:, 1], 1)[0] * 10_000) if len(series) > 2 else 0.0
+    wrong = Counter({key: n for key, n in record.statuses.items() if key[1] not in expected[key[0]]})
+    return Verdict(
+        end_mib=end,
+        drift=drift,
+        slope=slope,
+        shm_growth_mib=second_half[-1][3] - second_half[0][3],
+        server_errors=sum(n for (_, status), n in record.statuses.items() if status >= 500 or status == 0),
+        wrong=wrong,
+    )
+
+
+def plot(records: dict[str, Record], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(len(records), 1, figsize=(10, 3.2 * len(records)), squeeze=False, sharex=True)
+    for axis, (name, record) in zip(axes[:, 0], records.items()):
+        pids = sorted({pid for s in record.samples for pid in s[2]})
+        for number, pid in enumerate(pids):
+            points = [(s[1], s[2][pid]) for s in record.samples if pid in s[2]]
+            done = [p[0] for p in points]
+            axis.plot(done, [p[1]["VmRSS"] for p in points], label=f"worker {number + 1} RSS")
+            axis.plot(done, [p[1]["RssAnon"] for p in points], linestyle="--", label=f"worker {number + 1} heap")
+            axis.plot(done, [p[1]["RssShmem"] for p in points], linestyle=":", label=f"worker {number + 1} shared")
+        axis.plot(
+            [s[1] for s in record.samples], [s[3] for s in record.samples], color="grey", label="/dev/shm regions"
+        )
+        axis.axhline(MAX_WORKER_MIB, color="red", linewidth=0.8, label=f"{MAX_WORKER_MIB} MiB")
+        axis.set_title(name)
+        axis.set_ylabel("MiB")
+        axis.legend(fontsize=7, ncol=4, loc="lower right")
+    axes[-1, 0].set_xlabel("requests")
+    figure.tight_layout()
+    path.parent.mkdir(exist_ok=True)
+    figure.savefig(path, dpi=90)
+
+
+def table(records: dict[str, Record], verdicts: dict[str, Verdict], seconds: float) -> list[str]:
+    lines = [
+        "| gateway | requests | 5xx | workers' RSS at the end, MiB | heap, MiB | second half: drift | MiB per 10k "
+        "requests | /dev/shm growth, MiB | passes |",
+        "|---|---:|---:|---|---|---|---|---:|---|",
+    ]
+    for name, record in records.items():
+        verdict, last = verdicts[name], record.samples[-1][2]
+        heaps = ", ".join(f"{last[pid]['RssAnon']:.0f}" for pid in verdict.end_mib)
+        lines.append(
+            f"| {name} | {record.done} | {verdict.server_errors} "
+            f"| {', '.join(f'{v:.0f}' for v in verdict.end_mib.values())} "
+            f"| {heaps} "
+            f"| {', '.join(f'{v * 100:.1f} %' for v in verdict.drift.values())} "
+            f"| {', '.join(f'{v:+.1f}' for v in verdict.slope.values())} | {verdict.shm_growth_mib:+.1f} "
+            f"| {'yes' if verdict.passed else 'no'} |"
+        )
+    lines.append(f"\n{seconds:.0f} s in all; the plot: {PLOT.relative_to(BUILD_DIR.parent)}")
+    for name, verdict in verdicts.items():
+        if verdict.wrong:
+            lines.append(f"- {name}: unexpected answers {dict(verdict.wrong)}")
+    return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=300)
-    parser.add_argument("--warmup", type=float, default=60, help="memory growth is measured from here on")
-    parser.add_argument("--sample", type=float, default=15)
-    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--requests", type=int, default=20_000, help="requests to each gateway")
+    parser.add_argument("--sample", type=float, default=5.0, help="seconds between memory samples")
+    parser.add_argument("--allocators", default="", help=f"comma-separated, side by side: {', '.join(ALLOCATORS)}")
     args = parser.parse_args()
-    photos = load_photos()
-
-    with running_stack("soak", intra_op_threads=2) as stack:
-        call = service_call(stack.gateway)
-        capacity = closed_loop("capacity", call, photos, args.concurrency, max_count=10**9, max_seconds=20, warmup=4)
-        print(f"capacity: {capacity.throughput:.1f} images/s at concurrency {args.concurrency}", flush=True)
-
-        statuses: list[int] = []
-        samples: list[tuple[float, float, float]] = []  # (seconds in, gateway MiB, Triton MiB)
-        started = time.monotonic()
-        done = threading.Event()
-
-        def sample_memory() -> None:
-            while not done.wait(args.sample):
-                gateway = family_rss_mib(stack.gateway_process.pid)
-                samples.append((time.monotonic() - started, gateway, family_rss_mib(stack.triton_process.pid)))
-                print(
-                    f"  {samples[-1][0]:5.0f} s  gateway {gateway:6.1f} MiB  "
-                    f"triton {samples[-1][2]:6.1f} MiB  requests {len(statuses)}",
-                    flush=True,
-                )
-
-        sampler = threading.Thread(target=sample_memory, daemon=True)
-        sampler.start()
-        soak = closed_loop(
-            "soak",
-            lambda data: statuses.append(call(data)),
-            photos,
-            args.concurrency,
-            max_count=10**9,
-            max_seconds=args.seconds,
-            warmup=0,
-        )
-        done.set()
-        sampler.join()
-
-    errors = sum(1 for s in statuses if s != 200)
-    settled = [s for s in samples if s[0] >= args.warmup] or samples
-    # gateway memory moves with the requests in flight: compare the medians of the first and
-    # last thirds of the samples after warm-up rather than two single readings
-    window = max(1, len(settled) // 3)
-    first, last = (np.median([s[1:] for s in part], axis=0) for part in (settled[:window], settled[-window:]))
-    growth = (last - first) / first * 100
-    print()
-    print("| soak | value |")
-    print("|---|---:|")
-    print(f"| duration | {soak.wall_s:.0f} s at concurrency {args.concurrency} |")
-    print(f"| requests | {soak.count} ({soak.throughput:.1f}/s; capacity {capacity.throughput:.1f}/s) |")
-    print(f"| errors (non-200) | {errors} |")
-    print("| latency p50 / p95 / p99 | " + " / ".join(f"{soak.percentile_ms(q):.0f}" for q in (50, 95, 99)) + " ms |")
+    names = [a for a in args.allocators.split(",") if a] or [None]
+    expected = {call.kind: call.expected for call in mix()}
+    origin = {"FACECROP_ORIGIN": str(SHARED_FACES)}
+    started = time.monotonic()
+    with running_stack("soak", origin, intra_op_threads=2) as stack, contextlib.ExitStack() as stack_of_gateways:
+        gateways = {
+            (name or "the gateway"): stack_of_gateways.enter_context(
+                running_gateway(stack.triton_grpc, {**origin, **allocator_env(name)}, f"soak-{name}")
+            )
+            if name
+            else Gateway(stack.gateway, stack.gateway_process)
+            for name in names
+        }
+        pids = [pid for g in gateways.values() for pid in child_pids(g.process.pid)]
+        records = soak(gateways, args.requests, args.sample)
+    leftover = shm_mib(pids)
+    verdicts = {name: judge(record, expected) for name, record in records.items()}
+    plot(records, PLOT)
+    print("\n".join(table(records, verdicts, time.monotonic() - started)))
+    print(f"- /dev/shm regions of the soak's workers left after stopping: {leftover:.1f} MiB")
+    passed = all(v.passed for v in verdicts.values()) and leftover == 0
     print(
-        f"| gateway memory after warm-up (median of {window} samples) "
-        f"| {first[0]:.0f} -> {last[0]:.0f} MiB ({growth[0]:+.1f}%) |"
+        f"\n{'PASS' if passed else 'FAIL'}: no 5xx, every worker <= {MAX_WORKER_MIB} MiB, RSS flat over the second half"
     )
-    print(
-        f"| Triton memory after warm-up (median of {window} samples) "
-        f"| {first[1]:.0f} -> {last[1]:.0f} MiB ({growth[1]:+.1f}%) |"
-    )
-    verdict = errors == 0 and max(growth) < 5
-    print(f"\n{'PASS' if verdict else 'FAIL'}: zero errors and memory growth under 5% after warm-up")
-    raise SystemExit(0 if verdict else 1)
+    raise SystemExit(0 if passed else 1)
 
 
 if __name__ == "__main__":

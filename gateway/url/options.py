@@ -76,7 +76,9 @@ OPTIONS = (
     ),
     Parameter("anim", "choice", "false", "Only false: the first frame of an animation is used.", choices=("false",)),
     Parameter("faces", "choice", "all", "Which faces a crop frames.", choices=("all", "largest")),
-    Parameter("detail", "choice", "standard", _DETECT["detail"].description, choices=_DETECT["detail"].choices),
+    Parameter(
+        "detail", "choice", "fast", "standard, auto, high or fast (anonymize: auto).", choices=_DETECT["detail"].choices
+    ),
     Parameter("min-confidence", "number", None, "Lowest confidence of a face, percent (anonymize: 8).", 0, 100),
     Parameter(
         "anonymize", "choice", None, "Hide every face: blur, pixelate or fill.", choices=("blur", "pixelate", "fill")

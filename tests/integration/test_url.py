@@ -92,11 +92,12 @@ def inferences(stack) -> int:
     return int(model_statistics(stack)["inference_count"])
 
 
-def test_a_face_crop_by_url_is_the_upload_apis_crop(stack, public):
-    by_url = get(public.url, f"{FACE_CROP}/crowd.jpg")
+@pytest.mark.parametrize("detail", ["standard", "fast"])
+def test_a_face_crop_by_url_is_the_upload_apis_crop(stack, public, detail):
+    by_url = get(public.url, f"{FACE_CROP}{',detail=standard' if detail == 'standard' else ''}/crowd.jpg")
     uploaded = requests.post(
         f"{stack.gateway}/v1/crop",
-        params={"width": 256, "height": 256, "zoom": 0},
+        params={"width": 256, "height": 256, "zoom": 0, "detail": detail},
         files={"image": photo(CROWD).read_bytes()},
         timeout=60,
     )

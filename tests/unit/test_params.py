@@ -51,7 +51,7 @@ def test_bad_values_name_the_parameter(name, value):
     assert error.value.to_json()["error"]["code"] == "invalid_parameter"
 
 
-@pytest.mark.parametrize("detail", ["standard", "auto", "high"])
+@pytest.mark.parametrize("detail", ["standard", "auto", "high", "fast"])
 def test_every_detail_is_accepted(detail):
     assert parse_detect_options({"detail": detail}).detail == detail
 
