@@ -7,6 +7,7 @@ reason), is a 400 naming it, never ignored. Defaults are Cloudflare's where it h
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -167,6 +168,7 @@ def _color(parameter: Parameter, raw: str) -> tuple[int, int, int]:
 URL_PARSERS = {"gravity": _gravity, "quality": _quality, "color": _color}
 
 
+@functools.lru_cache(maxsize=4096)  # a CDN revalidates the same URLs over and over
 def parse_url_options(segment: str) -> UrlOptions:
     """The options segment of a URL, parsed; 400 (invalid_parameter, naming the option) on any problem."""
     values = split_options(segment)
