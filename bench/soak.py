@@ -74,6 +74,9 @@ def mix() -> list[Call]:
         body = photo(pool)
         return Call(kind, "POST", endpoint, params, body, {"Content-Type": "image/jpeg"})
 
+    def bad(kind: str, endpoint: str, body: bytes, params: dict, status: int) -> Call:
+        return Call(kind, "POST", endpoint, params, body, {"Content-Type": "image/jpeg"}, frozenset({status}))
+
     def by_url(kind: str, options: str, **headers) -> Call:
         expected = frozenset({304}) if "If-None-Match" in headers else frozenset({200})
         return Call(kind, "GET", f"/cdn-cgi/image/{options}/{photo(relative)}", headers=headers, expected=expected)

@@ -52,6 +52,10 @@ CALL_ATTEMPTS = 2
 
 REGION_QUANTUM = 1 << 20  # regions are made in whole MiB, so a few sizes serve every request
 KEPT_REGION_BYTES = 32 << 20  # idle regions a worker keeps for reuse (a 3x3 tile batch); more are given back
+# Idle regions larger than this (the tiled pass's) keep their name and registration but give their
+# pages back: a worker's resident memory then holds no tile batch between detail=high requests,
+# which fault ~24 MiB of pages in again (a few ms against their ~250 ms).
+DISCARDED_ABOVE = 8 << 20
 TRANSPORT_MODES = ("auto", "on", "off")
 
 
@@ -376,6 +380,8 @@ class RegionPool:
             return region
 
     def release(self, region: shm.Region) -> None:
+        if region.size > DISCARDED_ABOVE:
+            region.discard()
         with self._lock:
             if sum(r.size for r in self._idle) + region.size <= KEPT_REGION_BYTES:
                 self._idle.append(region)

@@ -62,6 +62,11 @@ class Region:
         """A numpy view of the region's bytes from `offset` (no copy)."""
         return np.ndarray(shape, dtype, buffer=self._map, offset=offset)
 
+    def discard(self) -> None:
+        """Give the pages back (to the system: the file keeps its size and its registration with
+        Triton, and reads zeros until written again)."""
+        self._map.madvise(mmap.MADV_REMOVE)
+
     def unlink(self) -> None:
         """Remove the name; the memory goes once every mapping (views, Triton's) is gone."""
         self.path.unlink(missing_ok=True)

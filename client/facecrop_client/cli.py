@@ -53,7 +53,7 @@ def connection_options() -> argparse.ArgumentParser:
 
 def add_finding_options(parser: argparse.ArgumentParser) -> None:
     """Which faces are found (every endpoint)."""
-    parser.add_argument("--min-confidence", type=float, help="percent, 0-100 (default 50; anonymize 8; video 20)")
+    parser.add_argument("--min-confidence", type=float, help="percent, 0-100 (default 50; anonymize 8; video 12)")
     parser.add_argument("--min-face-size", type=float, help="shortest face side in pixels")
     parser.add_argument(
         "--detail",
@@ -128,7 +128,7 @@ def parser() -> argparse.ArgumentParser:
     video.add_argument("target", type=Path, metavar="OUT")
     video.add_argument("--mode", choices=("anonymize", "detect"), default="anonymize")
     video.add_argument(
-        "--hold", type=int, default=None, help="frames a face missed between two sightings stays hidden (default 0)"
+        "--hold", type=int, default=None, help="frames a face missed between two sightings stays hidden (default 2)"
     )
     video.add_argument(
         "--crf", type=int, default=None, help="quality of the re-encoded video, lower is better (default 20)"

@@ -15,6 +15,7 @@ from urllib.parse import unquote
 
 from facecrop_hiding import Hiding
 
+from gateway.crop import CROPPING_FITS
 from gateway.errors import InvalidParameter
 from gateway.params import ANONYMIZE, DETECT, INTEGER, NUMBER, CropOptions, DetectOptions, Parameter, parse
 
@@ -105,7 +106,8 @@ class UrlOptions:
     @property
     def needs_faces(self) -> bool:
         """Whether the answer depends on the faces: a crop by gravity=face, anonymize, or format=json."""
-        return self.hiding is not None or self.format == "json" or self.crop.gravity == "face"
+        framing = self.crop.gravity == "face" and self.crop.fit in CROPPING_FITS
+        return self.hiding is not None or self.format == "json" or framing
 
 
 def split_options(segment: str) -> dict[str, str]:

@@ -40,3 +40,13 @@ def test_sweep_removes_only_this_host_s_regions_of_dead_processes(tmp_path):
 def test_owner_reads_host_names_with_dashes():
     assert shm.owner("facecrop-web-7d9f-12-4") == ("web-7d9f", 12)
     assert shm.owner("facecrop-metrics-x1") is None
+
+
+def test_a_discarded_region_gives_its_memory_back_and_keeps_its_size():
+    region = shm.Region(4 << 20)  # in /dev/shm, as the gateway's
+    region.array((4 << 20,), np.uint8)[:] = 7
+    assert os.stat(region.path).st_blocks * 512 >= 4 << 20
+    region.discard()
+    assert os.stat(region.path).st_blocks == 0 and os.stat(region.path).st_size == 4 << 20
+    assert not region.array((4 << 20,), np.uint8).any()
+    region.unlink()

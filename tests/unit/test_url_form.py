@@ -325,3 +325,19 @@ def test_negotiation_without_an_avif_encoder_falls_back_to_webp(monkeypatch):
     assert negotiate("auto", "image/avif,image/webp") == "webp"
     assert negotiate("avif", "") == "webp"
     assert negotiate(None, "image/avif") == "input"
+
+
+@pytest.mark.parametrize(
+    "options,detects",
+    [
+        ("width=64,gravity=face", False),  # scale-down keeps the whole image: faces change nothing
+        ("width=64,height=64,fit=cover", False),
+        ("width=64,height=64,fit=cover,gravity=face", True),
+        ("width=64,gravity=auto,fit=crop", True),
+        ("width=64,anonymize=blur", True),
+        ("width=64,format=json", True),
+    ],
+)
+def test_faces_are_looked_for_only_where_the_answer_depends_on_them(originals, options, detects):
+    response = get(client_for(originals), f"{options}/people/astronaut.jpg")
+    assert response.status_code == 200 and ("X-Face-Count" in response.headers) == detects
