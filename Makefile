@@ -36,25 +36,32 @@ CHROMIUM := /usr/bin/chromium
 $(CHROMIUM):
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
 
+# Debian's jemalloc, preloaded into the gateway's processes where present (local_triton/allocators.py).
+JEMALLOC := build/.jemalloc
+$(JEMALLOC):
+	@ldconfig -p | grep -q libjemalloc.so.2 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libjemalloc2)
+	@mkdir -p build && touch $@
+
 # Lint, format and types first (seconds), then every test.
 lint: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 
-test: lint $(MODEL) $(CHROMIUM)
+test: lint $(MODEL) $(CHROMIUM) $(JEMALLOC)
 	$(PY) -m pytest
 
-bench: $(MODEL)
+bench: $(MODEL) $(JEMALLOC)
 	$(PY) -m bench --results build/bench-results.md
 
 # Where the gateway's CPU goes, per photo class (py-spy): collapsed stacks in build/profile/, top functions printed.
 profile: $(MODEL)
 	$(PY) -m bench.profile
 
-# Five minutes at the measured capacity on loopback; prints a table, fails on errors or memory growth.
-soak: $(MODEL)
-	$(PY) -m bench.soak
+# A mixed day (20,000 requests) on loopback: every worker's memory sampled, plotted (build/soak.png)
+# and judged; `make soak SOAK_ARGS="--allocators glibc,jemalloc,mimalloc"` compares allocators.
+soak: $(MODEL) $(JEMALLOC)
+	$(PY) -m bench.soak $(SOAK_ARGS)
 
 # On a GPU host: brings up the production compose stack and checks it step by step (deploy/gpu_check.py).
 gpu-check: $(VENV)/.installed

@@ -36,12 +36,13 @@ from bench.phone import phone_photos
 from bench.workload import load_photos
 from gateway.shm import NAME_PREFIX, SHM_DIR
 from local_triton import BUILD_DIR
-from local_triton.allocators import ALLOCATORS, allocator_env
+from local_triton.allocators import ALLOCATORS
 from local_triton.processes import SHARED_FACES, Gateway, child_pids, memory_mib, running_gateway, running_stack
 from tests.support import png_declaring
 
 MAX_WORKER_MIB = 150
-FLAT = 0.05
+FLAT = 0.05  # +-5 %
+SETTLE_S = 10.0  # quiet after the last request, before the last sample
 PLOT = BUILD_DIR / "soak.png"
 BURSTS = (1, 2, 4, 8, 16)
 
@@ -93,24 +94,9 @@ def mix() -> list[Call]:
         (10, lambda: by_url("URL face crop", "width=256,height=256,fit=cover,gravity=face")),
         (8, lambda: by_url("URL resize", "width=320,f=webp")),
         (4, lambda: by_url("URL 304", "width=320,f=webp", **{"If-None-Match": "*"})),
-        (
-            6,
-            lambda: Call(
-                "bad: not an image", "POST", "/v1/detect", body=b"not an image" * 40, expected=frozenset({415})
-            ),
-        ),
-        (
-            6,
-            lambda: Call(
-                "bad: parameter", "POST", "/v1/crop", {"zoom": "7"}, photo(ordinary), expected=frozenset({400})
-            ),
-        ),
-        (
-            6,
-            lambda: Call(
-                "bad: bomb", "POST", "/v1/detect", body=png_declaring(90_000, 90_000), expected=frozenset({413})
-            ),
-        ),
+        (6, lambda: bad("bad: not an image", "/v1/detect", b"not an image" * 40, {}, 415)),
+        (6, lambda: bad("bad: parameter", "/v1/crop", photo(ordinary), {"zoom": "7"}, 400)),
+        (6, lambda: bad("bad: bomb", "/v1/detect", png_declaring(90_000, 90_000), {}, 413)),
     ]
     return [make() for weight, make in weights for _ in range(weight)]
 
@@ -119,7 +105,8 @@ def mix() -> list[Call]:
 class Record:
     """What one gateway answered, and its memory over the soak."""
 
-    statuses: Counter = field(default_factory=Counter)  # (kind, status) -> count
+    statuses: Counter = field(default_factory=Counter)  # (kind, status) -> count; 0: no answer
+    failures: Counter = field(default_factory=Counter)  # why there was no answer
     samples: list[tuple[float, int, dict[int, dict[str, float]], float]] = field(default_factory=list)
     # (seconds in, requests done, pid -> memory_mib, /dev/shm MiB of its workers' regions)
 
@@ -136,11 +123,12 @@ def send(base: str, call: Call, session: requests.Session) -> int:
 
 
 def shm_mib(pids: list[int]) -> float:
-    """MiB of /dev/shm regions named for these processes (gateway/shm.py's names carry the pid)."""
+    """MiB of memory held by /dev/shm regions named for these processes (gateway/shm.py's names
+    carry the pid): the pages they have, not their size (idle regions give their pages back)."""
     total = 0
     for path in SHM_DIR.glob(f"{NAME_PREFIX}*"):
         if any(path.name.split("-")[-2] == str(pid) for pid in pids):
-            total += path.stat().st_size
+            total += path.stat().st_blocks * 512
     return total / 2**20
 
 
@@ -151,15 +139,17 @@ def soak(gateways: dict[str, Gateway], count: int, sample_s: float) -> dict[str,
     started = time.monotonic()
     stop = threading.Event()
 
-    def sample() -> None:
-        while True:
-            for name, gateway in gateways.items():
-                workers = child_pids(gateway.process.pid)
-                memory = {pid: memory_mib(pid) for pid in workers}
-                records[name].samples.append((time.monotonic() - started, records[name].done, memory, shm_mib(workers)))
-            if stop.wait(sample_s):
-                return
+    def sample_once() -> None:
+        for name, gateway in gateways.items():
+            workers = child_pids(gateway.process.pid)
+            memory = {pid: memory_mib(pid) for pid in workers}
+            records[name].samples.append((time.monotonic() - started, records[name].done, memory, shm_mib(workers)))
 
+    def sample() -> None:
+        while not stop.wait(sample_s):
+            sample_once()
+
+    sample_once()
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     sessions = threading.local()
@@ -167,10 +157,16 @@ def soak(gateways: dict[str, Gateway], count: int, sample_s: float) -> dict[str,
     def run(base: str, record: Record, call: Call) -> None:
         if not hasattr(sessions, "session"):
             sessions.session = requests.Session()
-        try:
-            status = send(base, call, sessions.session)
-        except requests.RequestException:
-            status = 0
+        status = 0
+        for attempt in range(2):  # a kept-alive connection the server closed meanwhile: sent again once
+            try:
+                status = send(base, call, sessions.session)
+                break
+            except requests.ConnectionError as error:
+                record.failures[f"{type(error).__name__}{', sent again' if attempt == 0 else ''}"] += 1
+            except requests.RequestException as error:
+                record.failures[type(error).__name__] += 1
+                break
         record.statuses[call.kind, status] += 1
 
     calls = itertools.cycle(round_)
@@ -186,36 +182,44 @@ def soak(gateways: dict[str, Gateway], count: int, sample_s: float) -> dict[str,
                 print(f"  {sent} requests to each gateway, {time.monotonic() - started:.0f} s", flush=True)
     stop.set()
     sampler.join()
+    time.sleep(SETTLE_S)
+    sample_once()  # "after the soak": the last sample, once the load has stopped
     return records
 
 
 @dataclass(frozen=True)
 class Verdict:
-    end_mib: dict[int, float]  # each worker's RSS at the end
-    drift: dict[int, float]  # over the second half: (max - min) / median of each worker's RSS
+    end_mib: dict[int, float]  # each worker's RSS after the soak (SETTLE_S after the last request)
+    drift: dict[int, float]  # second half: its last quarter's median RSS against its first quarter's
     slope: dict[int, float]  # MiB per 10,000 requests over the second half (a leak keeps rising)
     shm_growth_mib: float  # /dev/shm regions, second half
-    server_errors: int
+    server_errors: int  # 5xx, and requests with no answer even when sent again
+    restarted: int  # workers that died and were replaced
     wrong: Counter  # (kind, status) not expected for the kind
 
     @property
     def passed(self) -> bool:
         return (
             self.server_errors == 0
+            and self.restarted == 0
             and max(self.end_mib.values()) <= MAX_WORKER_MIB
-            and max(self.drift.values()) <= 2 * FLAT
+            and max(abs(d) for d in self.drift.values()) <= FLAT
             and self.shm_growth_mib <= 0
         )
 
 
 def judge(record: Record, expected: dict[str, frozenset[int]]) -> Verdict:
+    """RSS rises in every burst and falls after it: flatness compares the medians of the second
+    half's first and last quarters (samples of every phase of the bursts), not single readings."""
     second_half = [s for s in record.samples if s[1] >= record.done / 2]
     pids = sorted(record.samples[-1][2])
     end = {pid: record.samples[-1][2][pid]["VmRSS"] for pid in pids}
     drift, slope = {}, {}
+    quarter = max(1, len(second_half) // 4)
     for pid in pids:
         series = np.array([(s[1], s[2][pid]["VmRSS"]) for s in second_half if pid in s[2]])
-        drift[pid] = float((series[:, 1].max() - series[:, 1].min()) / np.median(series[:, 1]))
+        first, last = np.median(series[:quarter, 1]), np.median(series[-quarter:, 1])
+        drift[pid] = float((last - first) / first)
         slope[pid] = float(np.polyfit(series[:, 0], series[:, 1], 1)[0] * 10_000) if len(series) > 2 else 0.0
     wrong = Counter({key: n for key, n in record.statuses.items() if key[1] not in expected[key[0]]})
     return Verdict(
@@ -224,6 +228,7 @@ def judge(record: Record, expected: dict[str, frozenset[int]]) -> Verdict:
         slope=slope,
         shm_growth_mib=second_half[-1][3] - second_half[0][3],
         server_errors=sum(n for (_, status), n in record.statuses.items() if status >= 500 or status == 0),
+        restarted=len({pid for s in record.samples for pid in s[2]}) - len(pids),
         wrong=wrong,
     )
 
@@ -259,8 +264,8 @@ def plot(records: dict[str, Record], path: Path) -> None:
 def table(records: dict[str, Record], verdicts: dict[str, Verdict], seconds: float) -> list[str]:
     lines = [
         "| gateway | requests | 5xx | workers' RSS at the end, MiB | heap, MiB | second half: drift | MiB per 10k "
-        "requests | /dev/shm growth, MiB | passes |",
-        "|---|---:|---:|---|---|---|---|---:|---|",
+        "requests | /dev/shm growth, MiB | workers restarted | passes |",
+        "|---|---:|---:|---|---|---|---|---:|---:|---|",
     ]
     for name, record in records.items():
         verdict, last = verdicts[name], record.samples[-1][2]
@@ -269,14 +274,16 @@ def table(records: dict[str, Record], verdicts: dict[str, Verdict], seconds: flo
             f"| {name} | {record.done} | {verdict.server_errors} "
             f"| {', '.join(f'{v:.0f}' for v in verdict.end_mib.values())} "
             f"| {heaps} "
-            f"| {', '.join(f'{v * 100:.1f} %' for v in verdict.drift.values())} "
+            f"| {', '.join(f'{v * 100:+.1f} %' for v in verdict.drift.values())} "
             f"| {', '.join(f'{v:+.1f}' for v in verdict.slope.values())} | {verdict.shm_growth_mib:+.1f} "
-            f"| {'yes' if verdict.passed else 'no'} |"
+            f"| {verdict.restarted} | {'yes' if verdict.passed else 'no'} |"
         )
     lines.append(f"\n{seconds:.0f} s in all; the plot: {PLOT.relative_to(BUILD_DIR.parent)}")
     for name, verdict in verdicts.items():
         if verdict.wrong:
-            lines.append(f"- {name}: unexpected answers {dict(verdict.wrong)}")
+            lines.append(
+                f"- {name}: unexpected answers {dict(verdict.wrong)}, no answer: {dict(records[name].failures)}"
+            )
     return lines
 
 
@@ -293,7 +300,7 @@ def main() -> None:
     with running_stack("soak", origin, intra_op_threads=2) as stack, contextlib.ExitStack() as stack_of_gateways:
         gateways = {
             (name or "the gateway"): stack_of_gateways.enter_context(
-                running_gateway(stack.triton_grpc, {**origin, **allocator_env(name)}, f"soak-{name}")
+                running_gateway(stack.triton_grpc, {**origin, "FACECROP_MALLOC": name}, f"soak-{name}")
             )
             if name
             else Gateway(stack.gateway, stack.gateway_process)

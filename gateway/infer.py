@@ -52,10 +52,11 @@ CALL_ATTEMPTS = 2
 
 REGION_QUANTUM = 1 << 20  # regions are made in whole MiB, so a few sizes serve every request
 KEPT_REGION_BYTES = 32 << 20  # idle regions a worker keeps for reuse (a 3x3 tile batch); more are given back
-# Idle regions larger than this (the tiled pass's) keep their name and registration but give their
-# pages back: a worker's resident memory then holds no tile batch between detail=high requests,
-# which fault ~24 MiB of pages in again (a few ms against their ~250 ms).
-DISCARDED_ABOVE = 8 << 20
+# Idle regions keep their name and registration but give their pages back beyond the first
+# WARM_REGION_BYTES (two standard-pass regions: c=1 and c=2 reuse them as they are), and always
+# when larger than that (a tile batch): a worker's resident memory does not keep what a burst
+# or a detail=high request left, which fault their pages in again (a few ms for a 6 MiB region).
+WARM_REGION_BYTES = 12 << 20
 TRANSPORT_MODES = ("auto", "on", "off")
 
 
@@ -321,12 +322,14 @@ def _api_error(error: InferenceServerException) -> BackendUnavailable | BackendT
 
 class RegionPool:
     """A worker's shared-memory regions: leased to one batch at a time, registered with Triton
-    when first used (again after Triton forgot them), kept for reuse up to KEPT_REGION_BYTES."""
+    when first used (again after Triton forgot them), kept for reuse up to KEPT_REGION_BYTES (their
+    pages only up to WARM_REGION_BYTES)."""
 
     def __init__(self, model: TritonModel):
         self._model = model
         self._lock = threading.Lock()
         self._idle: list[shm.Region] = []
+        self._warm: set[str] = set()  # idle regions that kept their pages
         self._registered: set[str] = set()  # in Triton now, as far as this worker knows
         self._known: set[str] = set()  # ever registered
         self._everything: dict[str, shm.Region] = {}
@@ -368,25 +371,31 @@ class RegionPool:
         self._model._use_bytes(reason)
 
     def lease(self, size: int) -> shm.Region:
-        """The smallest idle region of at least `size` bytes, or a new one."""
+        """The smallest idle region of at least `size` bytes (one with its pages first), or a new one."""
         with self._lock:
             fitting = [r for r in self._idle if r.size >= size]
             if fitting:
-                region = min(fitting, key=lambda r: r.size)
+                region = min(fitting, key=lambda r: (r.name not in self._warm, r.size))
                 self._idle.remove(region)
+                self._warm.discard(region.name)
                 return region
             region = shm.Region(-(-size // REGION_QUANTUM) * REGION_QUANTUM)
             self._everything[region.name] = region
             return region
 
     def release(self, region: shm.Region) -> None:
-        if region.size > DISCARDED_ABOVE:
-            region.discard()
         with self._lock:
-            if sum(r.size for r in self._idle) + region.size <= KEPT_REGION_BYTES:
-                self._idle.append(region)
-                return
-        self._drop(region)
+            kept = sum(r.size for r in self._idle) + region.size <= KEPT_REGION_BYTES
+            warm = sum(r.size for r in self._idle if r.name in self._warm) + region.size <= WARM_REGION_BYTES
+        if not kept:
+            self._drop(region)
+            return
+        if not warm:
+            region.discard()  # before another batch can lease it
+        with self._lock:
+            self._idle.append(region)
+            if warm:
+                self._warm.add(region.name)
 
     def register(self, region: shm.Region) -> None:
         """Register `region` with Triton unless it already is (as far as this worker knows)."""
@@ -420,6 +429,6 @@ class RegionPool:
 
     def close(self) -> None:
         with self._lock:
-            regions, self._idle = list(self._everything.values()), []
+            regions, self._idle, self._warm = list(self._everything.values()), [], set()
         for region in regions:
             self._drop(region)

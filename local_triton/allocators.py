@@ -1,7 +1,11 @@
-"""Which memory allocator a gateway runs with: glibc's malloc (gunicorn.conf.py tunes it in each
-worker), or jemalloc / mimalloc preloaded (Debian's libjemalloc2 / libmimalloc2.0) with their
-settings. A preloaded allocator replaces malloc for the whole process, Python, numpy and
-OpenCV included; mallopt then tunes nothing that is used."""
+"""Which memory allocator a gateway runs with (FACECROP_MALLOC): jemalloc preloaded where Debian's
+libjemalloc2 is installed (the gateway image's too: gateway/Dockerfile), else glibc's malloc as
+gunicorn.conf.py tunes it; mimalloc (libmimalloc2.0) for comparison. A preloaded allocator
+replaces malloc for the whole process, Python, numpy and OpenCV included.
+
+Chosen with `make soak --allocators`: after a mixed day, jemalloc's workers hold about 80 MiB of
+heap and give back what a burst took within seconds; glibc's keep 100-110 MiB and creep up;
+mimalloc's 130-140 MiB (bench/RESULTS.md)."""
 
 from __future__ import annotations
 
@@ -17,11 +21,17 @@ SETTINGS = {
 }
 
 
+def preferred() -> str:
+    """jemalloc where it is installed, else glibc."""
+    return "jemalloc" if ctypes.util.find_library(LIBRARIES["jemalloc"]) else "glibc"
+
+
 def allocator_env(name: str | None) -> dict[str, str]:
-    """The environment that makes a process use allocator `name` (None or glibc: nothing to add);
-    LookupError where its library is not installed."""
-    if name in (None, "glibc"):
-        return {}
+    """The environment that makes a process use allocator `name` (None: `preferred()`; glibc: no
+    preload); LookupError where its library is not installed."""
+    name = name or preferred()
+    if name == "glibc":
+        return {"LD_PRELOAD": ""}
     library = ctypes.util.find_library(LIBRARIES[name])
     if library is None:
         raise LookupError(f"{name} is not installed (Debian: libjemalloc2, libmimalloc2.0)")

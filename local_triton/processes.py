@@ -26,6 +26,7 @@ from pathlib import Path
 import yaml
 
 from local_triton import BUILD_DIR, PROJECT_ROOT
+from local_triton.allocators import allocator_env
 from local_triton.render import render_repository
 
 PRODUCTION_REPOSITORY = PROJECT_ROOT / "model_repository"
@@ -132,10 +133,12 @@ def start_triton(
 def start_gateway(
     port: int, triton_grpc_url: str, extra_env: dict[str, str] | None = None, log_path: Path | None = None
 ) -> subprocess.Popen:
-    """Start the gateway under gunicorn, with its production config, on 127.0.0.1:`port`."""
+    """Start the gateway under gunicorn, with its production config, on 127.0.0.1:`port`, with the
+    allocator FACECROP_MALLOC names (local_triton/allocators.py: jemalloc where installed)."""
     env = dict(os.environ)
     env.update({"FACECROP_BIND": f"127.0.0.1:{port}", "FACECROP_TRITON_URL": triton_grpc_url})
     env.update(extra_env or {})
+    env.update(allocator_env(env.get("FACECROP_MALLOC")))
     command = [sys.executable, "-m", "gunicorn", "--config", str(PROJECT_ROOT / "gateway" / "gunicorn.conf.py")]
     return _spawn(command, env, log_path)
 

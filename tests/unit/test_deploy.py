@@ -222,6 +222,14 @@ def test_dockerfile_passes_hadolint(dockerfile):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_gateway_image_preloads_jemalloc_with_the_local_settings():
+    from local_triton.allocators import SETTINGS
+
+    text = DOCKERFILES[0].read_text()
+    assert "libjemalloc2=" in text and "LD_PRELOAD=libjemalloc.so.2" in text
+    assert f"MALLOC_CONF={SETTINGS['jemalloc']['MALLOC_CONF']}" in text
+
+
 def test_gateway_image_is_non_root_with_a_healthcheck_and_the_shared_lock_file():
     text = DOCKERFILES[0].read_text()
     assert re.search(r"^USER \d+", text, re.M) and "HEALTHCHECK" in text
