@@ -19,7 +19,10 @@ AVIF_SPEED = 8  # libavif's 0 (slowest, smallest) to 10: 2.3x faster than its de
 
 
 def output_format(requested: str | None, input_format: str) -> str:
-    """The requested format, else the input's when it is JPEG, PNG or WebP, else jpeg."""
+    """The requested format (AVIF as WebP where no encoder is here), else the input's when it is
+    JPEG, PNG or WebP, else jpeg."""
+    if requested == "avif" and not AVIF_AVAILABLE:
+        return "webp"
     return requested or ENCODABLE_INPUTS.get(input_format, "jpeg")
 
 

@@ -384,18 +384,27 @@ class RegionPool:
             return region
 
     def release(self, region: shm.Region) -> None:
+        """Back to the idle pool, with its pages while the warm budget allows, else without (given
+        back before another batch can lease it); dropped beyond KEPT_REGION_BYTES."""
         with self._lock:
-            kept = sum(r.size for r in self._idle) + region.size <= KEPT_REGION_BYTES
-            warm = sum(r.size for r in self._idle if r.name in self._warm) + region.size <= WARM_REGION_BYTES
+            if self._fits(region, warm=True):
+                self._idle.append(region)
+                self._warm.add(region.name)
+                return
+        region.discard()
+        with self._lock:
+            kept = self._fits(region, warm=False)
+            if kept:
+                self._idle.append(region)
         if not kept:
             self._drop(region)
-            return
-        if not warm:
-            region.discard()  # before another batch can lease it
-        with self._lock:
-            self._idle.append(region)
-            if warm:
-                self._warm.add(region.name)
+
+    def _fits(self, region: shm.Region, warm: bool) -> bool:
+        """Whether `region` fits the idle pool's budget (and, `warm`, the budget of pages kept); under the lock."""
+        idle = sum(r.size for r in self._idle)
+        warm_bytes = sum(r.size for r in self._idle if r.name in self._warm)
+        fits = idle + region.size <= KEPT_REGION_BYTES and region.name in self._everything
+        return fits and (not warm or warm_bytes + region.size <= WARM_REGION_BYTES)
 
     def register(self, region: shm.Region) -> None:
         """Register `region` with Triton unless it already is (as far as this worker knows)."""

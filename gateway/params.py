@@ -208,12 +208,12 @@ def parse_detect_options(values: Mapping[str, str]) -> DetectOptions:
 
 
 # /v1/crop's `fit=crop` never enlarges and keeps the output's aspect ratio: Cloudflare's aspect-crop.
-CROP_FITS = {"cover": "cover", "crop": "aspect-crop"}
+V1_CROP_FITS_AS_CLOUDFLARES = {"cover": "cover", "crop": "aspect-crop"}
 
 
 def parse_crop_options(values: Mapping[str, str]) -> CropOptions:
     parsed = parse(values, CROP)
-    return CropOptions(**{**parsed, "fit": CROP_FITS[parsed["fit"]]})
+    return CropOptions(**{**parsed, "fit": V1_CROP_FITS_AS_CLOUDFLARES[parsed["fit"]]})
 
 
 def parse_anonymize_options(values: Mapping[str, str]) -> tuple[DetectOptions, AnonymizeOptions]:

@@ -71,8 +71,9 @@ def place_for_faces(
     power: float = SIZE_POWER,
 ) -> tuple[int, int]:
     """The window's top-left corner: `origin` (the centred placement) moved, along each axis where
-    the window is shorter than the faces' span, to keep the most faces whole (`best_offset`);
-    along the second such axis, only faces whole along the first count. `power`: see face_weights."""
+    the window is shorter than the faces' span, to keep the most faces whole (`best_offset`),
+    counting only the faces whole along the other axis at the corner as it stands (centred, or
+    moved along the first axis). `power`: see face_weights."""
     corner = list(origin)
     weights = face_weights(boxes, power)
     for axis in (0, 1):

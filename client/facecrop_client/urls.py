@@ -8,14 +8,16 @@ import hashlib
 import hmac
 from urllib.parse import quote
 
+URL_CHARACTERS = ":/?#[]@!$&'()*+,;=%~"  # left as they are in a source: only the rest is encoded
+
 
 def image_url(base_url: str, source: str, key: str = "", salt: str = "", **options: object) -> str:
-    """The URL of `source` (a path under the service's origin, or an http(s) URL) transformed by
-    `options` (Cloudflare's names; `min_confidence` for `min-confidence`), signed with `key` and
-    `salt` (hex) where a key is given: `image_url(base, "team.jpg", width=256, height=256,
-    fit="cover", gravity="face")`."""
+    """The URL of `source` (a path under the service's origin, or an http(s) URL, with its query
+    string if any) transformed by `options` (Cloudflare's names; `min_confidence` for
+    `min-confidence`), signed with `key` and `salt` (hex) where a key is given:
+    `image_url(base, "team.jpg", width=256, height=256, fit="cover", gravity="face")`."""
     listed = ",".join(f"{name.replace('_', '-')}={quote(str(value), safe='')}" for name, value in options.items())
-    path = f"/{listed}/{source}"
+    path = f"/{listed}/{quote(source, safe=URL_CHARACTERS)}"  # as an HTTP library would send it
     if key:
         digest = hmac.new(bytes.fromhex(key), bytes.fromhex(salt) + path.encode(), hashlib.sha256).digest()
         path = "/" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode() + path

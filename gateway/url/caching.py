@@ -61,17 +61,23 @@ def conditions(validator: str) -> dict[str, str] | None:
     """The conditional request headers that revalidate `validator` at its origin (None: a hash, which
     only the bytes can confirm)."""
     kind, _, value = validator.partition(":")
-    if kind == "e" and value.isprintable():
-        return {"If-None-Match": value}
-    if kind == "m" and value.isprintable():
-        return {"If-Modified-Since": value}
-    return None
+    if not (value.isascii() and value.isprintable()):  # a made-up one: no header can carry it
+        return None
+    return {"e": {"If-None-Match": value}, "m": {"If-Modified-Since": value}}.get(kind)
 
 
-def cache_control(origin_max_age: int | None) -> str:
-    """Public, for the origin's max-age but at least MIN_MAX_AGE; DEFAULT_MAX_AGE when it gave none."""
-    age = DEFAULT_MAX_AGE if origin_max_age is None else max(origin_max_age, MIN_MAX_AGE)
-    return f"public, max-age={age}"
+def cache_control(origin: str | None) -> str:
+    """From the origin's Cache-Control: its max-age (or s-maxage) but at least MIN_MAX_AGE, else
+    DEFAULT_MAX_AGE; public, unless it says `private` (kept so) or `no-store` (passed on)."""
+    directives = {}
+    for directive in (origin or "").lower().split(","):
+        name, _, value = directive.strip().partition("=")
+        directives[name] = value.strip('"')
+    if "no-store" in directives:
+        return "no-store"
+    ages = [int(directives[name]) for name in ("max-age", "s-maxage") if directives.get(name, "").isdigit()]
+    age = max(max(ages), MIN_MAX_AGE) if ages else DEFAULT_MAX_AGE
+    return f"{'private' if 'private' in directives else 'public'}, max-age={age}"
 
 
 def error_cache_control(status: int) -> str:
@@ -85,13 +91,11 @@ def accepts(accept: MIMEAccept, mimetype: str) -> bool:
 
 def negotiate(requested: str | None, accept_header: str | None) -> str:
     """The output format: format=auto picks AVIF (where Accept names it and the encoder is here),
-    else WebP (where Accept names it), else JPEG; format=avif falls back to WebP without an encoder;
-    "input" where none was requested (the source's own format)."""
+    else WebP (where Accept names it), else JPEG; "input" where none was requested (the source's
+    own format; encode.output_format settles it, AVIF as WebP without an encoder)."""
     accept = parse_accept_header(accept_header, MIMEAccept)
     if requested == "auto":
         if AVIF_AVAILABLE and accepts(accept, "image/avif"):
             return "avif"
         return "webp" if accepts(accept, "image/webp") else "jpeg"
-    if requested == "avif" and not AVIF_AVAILABLE:
-        return "webp"
     return requested or "input"

@@ -7,7 +7,8 @@
   address: not even a TCP handshake.
 - The operator's origin (FACECROP_ORIGIN) is trusted for its own host only.
 - At most MAX_REDIRECTS redirects, each one checked again like a new source.
-- Connect timeout, and a deadline for the whole fetch that a slow body cannot stretch; the body
+- Connect timeout, and a deadline for the whole fetch (name lookups aside) that a slow body
+  cannot stretch; the body
   is streamed and cut off at the upload limit (413); nothing is decoded (no Content-Encoding),
   nothing is written to disk.
 - Connections are pooled per origin host.
@@ -35,6 +36,7 @@ REDIRECTS = frozenset({301, 302, 303, 307, 308})
 NOT_FOUND = frozenset({404, 410})
 CHUNK = 64 * 1024
 NAT64 = ipaddress.ip_network("64:ff9b::/96")
+IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
 HEADERS = {"User-Agent": "facecrop (+https://github.com/facecrop)", "Accept": "image/*", "Accept-Encoding": "identity"}
 
 
@@ -43,14 +45,15 @@ class AddressRefused(Exception):
 
 
 def is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    """Global unicast, and so is any IPv4 address embedded in it (mapped, 6to4, Teredo, NAT64)."""
+    """Global unicast (not reserved, not site-local), and so is any IPv4 address embedded in it
+    (mapped, IPv4-compatible, 6to4, Teredo, NAT64)."""
     if isinstance(address, ipaddress.IPv6Address):
         embedded = address.ipv4_mapped or address.sixtofour or (address.teredo or (None, None))[1]
-        if address in NAT64:
+        if address in NAT64 or address in IPV4_COMPATIBLE:
             embedded = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-        if embedded is not None and not is_public(embedded):
+        if (embedded is not None and not is_public(embedded)) or address.is_site_local:
             return False
-    return address.is_global and not address.is_multicast
+    return address.is_global and not (address.is_multicast or address.is_reserved)
 
 
 def public_address(host: str, port: int) -> str:
@@ -72,6 +75,8 @@ class _PublicOnly(HTTPConnection):
             )
         except socket.gaierror as error:
             raise NameResolutionError(self.host, self, error) from error
+        except UnicodeError as error:  # a name IDNA cannot encode
+            raise NameResolutionError(self.host, self, socket.gaierror(str(error))) from error
         except TimeoutError as error:
             raise ConnectTimeoutError(self, f"connecting to {self.host} timed out") from error
         except OSError as error:
@@ -100,17 +105,12 @@ class Fetched:
     body: bytes = b""
     etag: str | None = None
     last_modified: str | None = None
-    max_age: int | None = None
+    cache_control: str | None = None  # the origin's own
 
 
-def max_age(cache_control: str | None) -> int | None:
-    """The max-age (or s-maxage) an origin's Cache-Control gives, if any."""
-    ages = []
-    for directive in (cache_control or "").split(","):
-        name, _, value = directive.strip().partition("=")
-        if name.lower() in ("max-age", "s-maxage") and value.strip('"').isdigit():
-            ages.append(int(value.strip('"')))
-    return max(ages) if ages else None
+def under(url: str, origin: str | None) -> bool:
+    """Whether `url` is on the operator's trusted `origin` (scheme://host:port), after normalizing."""
+    return origin is not None and origin_of(normalized(url)) == origin
 
 
 class Fetcher:
@@ -127,8 +127,7 @@ class Fetcher:
         deadline = time.monotonic() + self.total_s
         try:
             for _ in range(MAX_REDIRECTS + 1):
-                trusted = origin is not None and origin_of(url) == origin
-                pools = self.trusted if trusted else self.checked
+                pools = self.trusted if under(url, origin) else self.checked
                 response = pools.request(
                     "GET",
                     url,
@@ -143,7 +142,11 @@ class Fetcher:
                 if response.status not in REDIRECTS or "Location" not in response.headers:
                     return self._answer(response, deadline)
                 response.close()  # a redirect's body is not read, nor any other error's
-                url = self._next(urljoin(url, response.headers["Location"]), origin)
+                try:
+                    location = urljoin(url, response.headers["Location"])
+                except ValueError:
+                    raise OriginError("the origin redirected to a malformed URL") from None
+                url = normalized(location) if under(location, origin) else allowed_url(location, self.allowed)
             raise OriginError(f"the origin redirected more than {MAX_REDIRECTS} times")
         except AddressRefused as refused:
             raise SourceNotAllowed(f"{refused}: refused before connecting") from None
@@ -152,13 +155,6 @@ class Fetcher:
             if isinstance(error, urllib3.exceptions.TimeoutError) and not isinstance(error, NewConnectionError):
                 raise OriginTimeout("the origin did not answer in time") from None
             raise OriginError(f"the origin could not be reached: {type(error).__name__}") from None
-
-    def _next(self, location: str, origin: str | None) -> str:
-        """Where a redirect leads, checked like a new source (the trusted origin's own URLs aside)."""
-        under_origin = normalized(location)
-        if origin is not None and origin_of(under_origin) == origin:
-            return under_origin
-        return allowed_url(location, self.allowed)
 
     def _left(self, deadline: float) -> float:
         left = deadline - time.monotonic()
@@ -188,7 +184,7 @@ class Fetcher:
             body=body,
             etag=headers.get("ETag"),
             last_modified=headers.get("Last-Modified"),
-            max_age=max_age(headers.get("Cache-Control")),
+            cache_control=headers.get("Cache-Control"),
         )
 
     def _body(self, response: urllib3.BaseHTTPResponse, deadline: float) -> bytes:

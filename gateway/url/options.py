@@ -17,7 +17,7 @@ from facecrop_hiding import Hiding
 
 from gateway.crop import CROPPING_FITS
 from gateway.errors import InvalidParameter
-from gateway.params import ANONYMIZE, DETECT, INTEGER, NUMBER, CropOptions, DetectOptions, Parameter, parse
+from gateway.params import ANONYMIZE, DETECT, INTEGER, PARSERS, CropOptions, DetectOptions, Parameter, parse
 
 ALIASES = {"w": "width", "h": "height", "g": "gravity", "f": "format", "q": "quality", "face-zoom": "zoom"}
 # Cloudflare's options that are not offered, and why (the README's table says the same).
@@ -39,7 +39,7 @@ UNSUPPORTED = {
 }
 FITS = ("scale-down", "contain", "cover", "crop", "aspect-crop", "pad", "squeeze")
 FORMATS = ("auto", "avif", "webp", "jpeg", "baseline-jpeg", "png", "json")
-SIDES = {"left": (0.0, 0.5), "right": (1.0, 0.5), "top": (0.5, 0.0), "bottom": (0.5, 1.0), "center": (0.5, 0.5)}
+SIDES = {"left": (0.0, 0.5), "right": (1.0, 0.5), "top": (0.5, 0.0), "bottom": (0.5, 1.0)}
 QUALITY_WORDS = {"high": 90, "medium-high": 80, "medium-low": 70, "low": 60}
 NAMED_COLORS = {
     "white": (255, 255, 255),
@@ -56,6 +56,7 @@ NAMED_COLORS = {
 HEX_COLOR = re.compile(r"#([0-9a-fA-F]{3,4}|[0-9a-fA-F]{6}|[0-9a-fA-F]{8})")
 RGB_COLOR = re.compile(r"rgba?\(\s*(\d{1,3})[\s,]+(\d{1,3})[\s,]+(\d{1,3})(?:[\s,/]+[0-9.]+%?)?\s*\)")
 MAX_SIDE = 4096
+MAX_OPTIONS_LENGTH = 512  # every option at its longest fits; the parse cache stays small
 OPTION_SEPARATOR = re.compile(r",(?![^()]*\))")  # commas, but not inside rgb(...)
 _DETECT = {p.name: p for p in DETECT}
 _ANONYMIZE = {p.name: p for p in ANONYMIZE}
@@ -130,16 +131,13 @@ def split_options(segment: str) -> dict[str, str]:
 
 
 def _gravity(parameter: Parameter, raw: str) -> str | tuple[float, float]:
-    if raw in ("face", "auto"):  # auto: no saliency model here; faces are the focus
+    """Cloudflare's gravity: auto (no saliency model here: faces are the focus) and the sides, then
+    /v1/crop's face, center and XxY."""
+    if raw == "auto":
         return "face"
     if raw in SIDES:
         return SIDES[raw]
-    x, _, y = raw.partition("x")
-    if NUMBER.fullmatch(x) and NUMBER.fullmatch(y) and 0 <= float(x) <= 1 and 0 <= float(y) <= 1:
-        return float(x), float(y)
-    raise InvalidParameter(
-        parameter.name, f"must be face, auto, left, right, top, bottom or XxY in 0-1, got {raw[:40]!r}"
-    )
+    return PARSERS["gravity"](parameter, raw)
 
 
 def _quality(parameter: Parameter, raw: str) -> int:
@@ -173,6 +171,8 @@ URL_PARSERS = {"gravity": _gravity, "quality": _quality, "color": _color}
 @functools.lru_cache(maxsize=4096)  # a CDN revalidates the same URLs over and over
 def parse_url_options(segment: str) -> UrlOptions:
     """The options segment of a URL, parsed; 400 (invalid_parameter, naming the option) on any problem."""
+    if len(segment) > MAX_OPTIONS_LENGTH:
+        raise InvalidParameter("options", f"are longer than {MAX_OPTIONS_LENGTH} characters")
     values = split_options(segment)
     parsed = parse(values, OPTIONS, URL_PARSERS)
     dpr = parsed["dpr"]

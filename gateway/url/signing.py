@@ -18,9 +18,10 @@ def signature(key: bytes, salt: bytes, path: str) -> str:
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
-def unsigned_path(tail: str, key: bytes, salt: bytes) -> str:
-    """`tail` (what follows /cdn-cgi/image) without its signature segment: checked in constant time
-    when there is a key (403 if missing or wrong), dropped unchecked when there is none."""
+def unsigned_path(tail: str, query: str, key: bytes, salt: bytes) -> str:
+    """`tail` (what follows /cdn-cgi/image, before any `?`) without its signature segment: checked
+    in constant time, over the path and its `query`, when there is a key (403 if missing or
+    wrong); dropped unchecked when there is none."""
     first, slash, rest = tail.lstrip("/").partition("/")
     signed = "=" not in first
     path = f"/{rest}" if signed else tail
@@ -28,6 +29,7 @@ def unsigned_path(tail: str, key: bytes, salt: bytes) -> str:
         return path
     if not signed or not slash:
         raise InvalidSignature("this service needs signed URLs: /cdn-cgi/image/<signature>/<options>/<source>")
-    if not hmac.compare_digest(first.encode(), signature(key, salt, path).encode()):
+    expected = signature(key, salt, f"{path}?{query}" if query else path)
+    if not hmac.compare_digest(first.encode(), expected.encode()):
         raise InvalidSignature("the URL's signature does not match its options and source")
     return path

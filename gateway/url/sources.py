@@ -1,8 +1,8 @@
 """Where a URL's source is read from.
 
 A relative source (`uploads/alice.jpg`) is read from FACECROP_ORIGIN: under an http(s) base URL
-(the operator's own, which may be on a private network), or from a directory that it never
-leaves (`..`, `%2e%2e`, absolute paths and symbolic links that point out are refused). An
+(the operator's own, which may be on a private network; no dot segment leaves its path), or from
+a directory that it never leaves (`..`, `%2e%2e`, absolute paths and symbolic links that point out are refused). An
 absolute source (`https://...`) must be http or https, carry no credentials and start with one
 of FACECROP_ALLOWED_SOURCES (`*` alone: any host); gateway/url/fetch.py then checks the address
 it connects to, on every redirect too.
@@ -37,7 +37,8 @@ class Source:
 
 def normalized(url: str) -> str:
     """`url` with its scheme and host in lower case and no default port; SourceNotAllowed for what
-    is not an http(s) URL with a host and no credentials."""
+    is not an http(s) URL with a valid host, no credentials and no dot segments (`..`, `%2e%2e`:
+    an HTTP client would remove them, leaving the path a prefix was checked against)."""
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -48,6 +49,12 @@ def normalized(url: str) -> str:
         raise SourceNotAllowed("sources are http:// or https:// URLs with a host")
     if parts.username is not None or parts.password is not None:
         raise SourceNotAllowed("source URLs may not carry credentials")
+    if any(segment in (".", "..") for segment in unquote(parts.path).replace("\\", "/").split("/")):
+        raise SourceNotAllowed("source paths may not have . or .. segments (they would leave a prefix)")
+    try:
+        parts.hostname.encode("idna")
+    except UnicodeError:
+        raise SourceNotAllowed(f"not a valid host name: {parts.hostname[:80]!r}") from None
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     netloc = host if port in (None, DEFAULT_PORTS[scheme]) else f"{host}:{port}"
     return urlunsplit((scheme, netloc, parts.path or "/", parts.query, ""))
@@ -77,8 +84,8 @@ def resolve_source(raw: str, query: str, origin: str, prefixes: tuple[str, ...])
     if not origin:
         raise SourceNotAllowed("relative sources need FACECROP_ORIGIN; absolute ones FACECROP_ALLOWED_SOURCES")
     if ABSOLUTE.match(origin):
-        base = normalized(origin)
-        return Source(url=base.rstrip("/") + "/" + with_query.lstrip("/"), origin=origin_of(base))
+        base = normalized(origin).rstrip("/") + "/"
+        return Source(url=normalized(base + with_query.lstrip("/")), origin=origin_of(base))
     return Source(path=inside(Path(origin), raw))
 
 
@@ -99,13 +106,26 @@ def inside(root: Path, raw: str) -> Path:
 
 
 def read_file(path: Path, max_bytes: int) -> tuple[bytes, str]:
-    """The file's bytes and its validator (modification time and size, as nginx's ETag)."""
-    status = os.stat(path)
-    if status.st_size > max_bytes:
+    """The file's bytes and its validator (modification time and size, as nginx's ETag), from one
+    open file: the validator is the bytes' own even if the file is replaced meanwhile."""
+    try:
+        with open(path, "rb") as file:
+            status = os.fstat(file.fileno())
+            data = file.read(max_bytes + 1)
+    except OSError:
+        raise SourceNotFound("no such image under the origin") from None
+    if len(data) > max_bytes:
         raise PayloadTooLarge(f"the source is larger than the limit of {max_bytes} bytes")
-    return path.read_bytes(), file_validator(path)
+    return data, validator_of(status)
 
 
 def file_validator(path: Path) -> str:
-    status = os.stat(path)
+    """The file's validator now (a stat): for revalidation without reading it."""
+    try:
+        return validator_of(os.stat(path))
+    except OSError:
+        raise SourceNotFound("no such image under the origin") from None
+
+
+def validator_of(status: os.stat_result) -> str:
     return f"{status.st_mtime_ns:x}-{status.st_size:x}"

@@ -45,7 +45,7 @@ class Loaded:
 
     data: bytes | None
     validator: str
-    max_age: int | None = None
+    cache_control: str | None = None  # the origin's
 
 
 def request_tail() -> tuple[str, str]:
@@ -53,9 +53,9 @@ def request_tail() -> tuple[str, str]:
     signed, and what an origin is asked for), and the query string."""
     environ = request.environ
     path = (environ.get("RAW_URI") or environ.get("REQUEST_URI") or request.path).partition("?")[0]
-    if not path.startswith(PREFIX):  # an absolute-form request target: http://host/cdn-cgi/...
-        path = path[path.find(PREFIX) :]
-    return path[len(PREFIX) :], environ.get("QUERY_STRING", "")
+    start = path.find(PREFIX)  # past a scheme and host in an absolute-form request target
+    tail = path[start + len(PREFIX) :] if start >= 0 else ""  # none where the prefix came encoded
+    return tail, environ.get("QUERY_STRING", "")
 
 
 @bp.get(f"{PREFIX}/<path:_>", merge_slashes=False)
@@ -84,7 +84,8 @@ def serve(tail: str, query: str) -> ResponseReturnValue:
         raise InvalidSignature(
             "API keys are set: the URL form needs signed URLs (FACECROP_URL_KEY) or FACECROP_ALLOW_UNSIGNED_URLS=true"
         )
-    segment, _, raw_source = unsigned_path(tail, settings.url_key, settings.url_salt).lstrip("/").partition("/")
+    unsigned = unsigned_path(tail, query, settings.url_key, settings.url_salt)
+    segment, _, raw_source = unsigned.lstrip("/").partition("/")
     if not raw_source:
         raise InvalidParameter("source", "is missing: /cdn-cgi/image/<options>/<source>")
     options = parse_url_options(segment)
@@ -97,12 +98,12 @@ def serve(tail: str, query: str) -> ResponseReturnValue:
 
     loaded = None
     for validator in offered_validators(request.headers.get("If-None-Match")):
-        if request.if_none_match.contains(tag_for(validator).strip('"')):
+        if request.if_none_match.contains_weak(tag_for(validator).strip('"')):
             loaded = load(source, validator)
             break
     loaded = loaded or load(source)
-    headers |= {"ETag": tag_for(loaded.validator), "Cache-Control": cache_control(loaded.max_age)}
-    if loaded.data is None or request.if_none_match.contains(headers["ETag"].strip('"')):
+    headers |= {"ETag": tag_for(loaded.validator), "Cache-Control": cache_control(loaded.cache_control)}
+    if loaded.data is None or request.if_none_match.contains_weak(headers["ETag"].strip('"')):
         note(not_modified=True)
         return Response(status=304, headers=headers)
     return render(loaded.data, options, fmt, headers)
@@ -122,9 +123,9 @@ def load(source: Source, validator: str | None = None) -> Loaded:
         assert source.url is not None
         fetched = services.fetcher.get(source.url, source.origin, validator and conditions(validator))
     if not fetched.modified and validator is not None:
-        return Loaded(None, validator, fetched.max_age)
+        return Loaded(None, validator, fetched.cache_control)
     current = etag_validator(fetched.etag, fetched.last_modified, fetched.body)
-    return Loaded(None if current == validator else fetched.body, current, fetched.max_age)
+    return Loaded(None if current == validator else fetched.body, current, fetched.cache_control)
 
 
 def render(data: bytes, options: UrlOptions, fmt: str, headers: dict[str, str]) -> ResponseReturnValue:
@@ -136,17 +137,14 @@ def render(data: bytes, options: UrlOptions, fmt: str, headers: dict[str, str]) 
         found = result.detections
         framing = found[found.scores >= CONFIDENT] if options.hiding else found
         size, input_format, boxes = result.image.size, result.image.format, framing.boxes
+        hidden = (found[plausible(found.scores, found.boxes)].boxes, options.hiding) if options.hiding else None
     else:
         header = read_header(data, current_app.extensions["facecrop"].settings.max_pixels)
-        size, input_format, boxes = upright_size(header), header.format, np.zeros((0, 4))
+        size, input_format, boxes, hidden = upright_size(header), header.format, np.zeros((0, 4)), None
     plan = crop_plan(boxes, size, options.crop)
     headers |= crop_headers(plan, result)
     if fmt == "json":
         return jsonify(crop_json(size, plan, faces)), 200, headers
-    hidden = None
-    if options.hiding is not None and result is not None:
-        found = result.detections
-        hidden = (found[plausible(found.scores, found.boxes)].boxes, options.hiding)
     pixels = crop_pixels(data, result.image if result else None, plan, options.background, hidden)
     out = output_format(None if fmt == "input" else {"baseline-jpeg": "jpeg"}.get(fmt, fmt), input_format)
     return encoded(pixels, out, options.crop.quality, headers, progressive=fmt == "jpeg")

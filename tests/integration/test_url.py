@@ -18,6 +18,9 @@ import requests
 from PIL import Image
 
 from facecrop_client import image_url
+from gateway.config import Settings
+from gateway.url.caching import make_etag
+from gateway.url.options import parse_url_options
 from local_triton.processes import child_pids, free_port, running_gateway
 from tests.origins import photo_origin, trap
 from tests.support import ASTRONAUT, CROWD, STADIUM, model_statistics, photo, png_declaring
@@ -309,3 +312,18 @@ def test_nothing_from_a_source_is_written_to_disk(public, scratch):
             writing = flags & (os.O_WRONLY | os.O_RDWR)
             if target.startswith("/") and Path(target).is_file() and writing:
                 assert target.startswith(("/dev/shm", str(Path(__file__).resolve().parents[2] / "build"))), target
+
+
+def test_weak_etags_revalidate_and_made_up_ones_cannot_break_a_request(public, origin):
+    path = f"{FACE_CROP}/crowd.jpg"
+    first = get(public.url, path)
+    assert get(public.url, path, **{"If-None-Match": f"W/{first.headers['ETag']}"}).status_code == 304
+    # anyone can make a tag of ours that carries any validator (the digest covers public facts only)
+    canonical = parse_url_options(FACE_CROP).canonical
+    for validator in ("e:caf\u00e9\u4e2d", "m:\u2028", "e:" + "x" * 5000):
+        forged = make_etag(Settings().model_name, f"{origin[0]}crowd.jpg", canonical, "input", validator)
+        assert get(public.url, path, **{"If-None-Match": forged}).status_code == 200
+
+
+def test_a_redirect_to_a_malformed_url_is_502(public):
+    error_of(get(public.url, "width=64/redirect?to=http://[oops/x.jpg"), 502, "origin_error")

@@ -2,6 +2,7 @@
 grammar, every fit, formats, signing, the directory origin's walls, caching headers, API keys."""
 
 import io
+import ipaddress
 import os
 from pathlib import Path
 
@@ -12,8 +13,10 @@ from PIL import Image
 from facecrop_client import image_url
 from gateway.app import create_app
 from gateway.config import Settings
+from gateway.encode import output_format
 from gateway.errors import SourceNotAllowed
-from gateway.url.caching import negotiate
+from gateway.url.caching import cache_control, conditions, negotiate
+from gateway.url.fetch import is_public
 from gateway.url.options import UNSUPPORTED, parse_url_options
 from gateway.url.sources import Source, resolve_source
 from tests.support import NoFacesModel, astronaut, encoded, png_declaring
@@ -320,11 +323,12 @@ def test_a_prefix_without_a_host_slash_is_refused_at_start():
         Settings(allowed_sources=("https://example.com",))
 
 
-def test_negotiation_without_an_avif_encoder_falls_back_to_webp(monkeypatch):
+def test_without_an_avif_encoder_webp_is_answered(monkeypatch):
     monkeypatch.setattr("gateway.url.caching.AVIF_AVAILABLE", False)
+    monkeypatch.setattr("gateway.encode.AVIF_AVAILABLE", False)
     assert negotiate("auto", "image/avif,image/webp") == "webp"
-    assert negotiate("avif", "") == "webp"
     assert negotiate(None, "image/avif") == "input"
+    assert output_format("avif", "JPEG") == "webp"
 
 
 @pytest.mark.parametrize(
@@ -341,3 +345,79 @@ def test_negotiation_without_an_avif_encoder_falls_back_to_webp(monkeypatch):
 def test_faces_are_looked_for_only_where_the_answer_depends_on_them(originals, options, detects):
     response = get(client_for(originals), f"{options}/people/astronaut.jpg")
     assert response.status_code == 200 and ("X-Face-Count" in response.headers) == detects
+
+
+def test_a_signature_covers_the_query_string(originals):
+    client = client_for(originals, url_key=bytes.fromhex(KEY), url_salt=bytes.fromhex(SALT))
+    good = image_url("", "people/astronaut.jpg?v=2", key=KEY, salt=SALT, width=64)
+    assert picture(client.get(good)).size == (64, 64)
+    response = client.get(good.replace("v=2", "v=3"))
+    assert response.status_code == 403 and response.json["error"]["code"] == "invalid_signature"
+
+
+@pytest.mark.parametrize(
+    "raw,origin,allowed",
+    [
+        ("https://s3.example.com/bucket/../other/x.jpg", "", ("https://s3.example.com/bucket/",)),
+        ("https://s3.example.com/bucket/%2e%2e/other/x.jpg", "", ("https://s3.example.com/bucket/",)),
+        ("https://s3.example.com/bucket/.%2E/other/x.jpg", "", ("*",)),
+        ("../admin/x.jpg", "http://origin.internal/images/", ()),
+        ("a/%2E%2E/%2e%2e/admin", "http://origin.internal/images/", ()),
+        ("http://x..com/a.jpg", "", ("*",)),  # a host name IDNA cannot encode
+    ],
+)
+def test_dot_segments_never_leave_a_prefix_or_an_origins_path(raw, origin, allowed):
+    with pytest.raises(SourceNotAllowed):
+        resolve_source(raw, "", origin, allowed)
+
+
+def test_a_relative_source_stays_under_the_http_origins_path():
+    source = resolve_source("team/a b.jpg", "v=1", "http://Origin.internal:80/images", ())
+    assert source == Source(url="http://origin.internal/images/team/a b.jpg?v=1", origin="http://origin.internal")
+
+
+@pytest.mark.parametrize(
+    "origin,answer",
+    [
+        (None, "public, max-age=86400"),
+        ("max-age=60", "public, max-age=3600"),
+        ("public, max-age=604800", "public, max-age=604800"),
+        ("private, max-age=600", "private, max-age=3600"),
+        ("no-store", "no-store"),
+        ('s-maxage="7200", max-age=10', "public, max-age=7200"),
+    ],
+)
+def test_the_origins_cache_control_is_followed_at_least_an_hour(origin, answer):
+    assert cache_control(origin) == answer
+
+
+def test_made_up_validators_are_never_sent_to_an_origin():
+    assert conditions('e:"abc"') == {"If-None-Match": '"abc"'}
+    assert conditions("e:caf\u00e9\u4e2d") is None and conditions("e:a\r\nX: y") is None
+    assert conditions("h:0123") is None
+
+
+@pytest.mark.parametrize(
+    "address,public",
+    [
+        ("93.184.216.34", True),
+        ("2606:2800:220:1:248:1893:25c8:1946", True),
+        ("127.0.0.2", False),
+        ("10.1.2.3", False),
+        ("100.64.0.1", False),
+        ("169.254.169.254", False),
+        ("192.0.0.8", False),
+        ("224.0.0.1", False),
+        ("0.0.0.0", False),
+        ("::1", False),
+        ("::ffff:127.0.0.1", False),
+        ("::7f00:1", False),  # IPv4-compatible 127.0.0.1
+        ("64:ff9b::a00:1", False),  # NAT64 of 10.0.0.1
+        ("2002:7f00:1::", False),  # 6to4 of 127.0.0.1
+        ("fec0::1", False),  # site-local
+        ("fe80::1", False),
+        ("fd00::1", False),
+    ],
+)
+def test_only_public_addresses_are_reached(address, public):
+    assert is_public(ipaddress.ip_address(address)) == public
