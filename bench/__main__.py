@@ -184,6 +184,16 @@ def main() -> int:
         cv2.cvtColor(cv2.resize(p, plan.size[::-1]), cv2.COLOR_BGR2RGB) for p, (_, plan) in zip(decoded, inputs)
     ]
     bounds = {"max_count": args.count, "max_seconds": args.seconds}
+    partial_results = args.results.with_suffix(".partial.md") if args.results else None
+    if partial_results:
+        partial_results.unlink(missing_ok=True)
+
+    def keep(name: str, section: str) -> str:
+        """`section`, also appended to the partial results as soon as it is measured (a long run may be cut off)."""
+        if partial_results:
+            with partial_results.open("a") as file:
+                file.write(f"## {name}\n\n{section}\n\n")
+        return section
 
     def pipeline(data: bytes) -> None:
         run_detection(data, model, settings, options)
@@ -273,12 +283,12 @@ def main() -> int:
                         )
                     )
         batching = triton_batch_statistics(triton_http, settings.model_name) if triton_http else "n/a (no --triton-url)"
-        cpu = cpu_report(stack, extra_env) if stack else ""
-        details = detail_report(url)
-        hiding = anonymize_report(url)
-        videos = video_report(url)
-        placements = placement_report(url, candidates=True)
-        url_form = url_report(stack, extra_env) if stack else ""
+        cpu = keep("gateway CPU", cpu_report(stack, extra_env) if stack else "")
+        details = keep("detail", detail_report(url))
+        hiding = keep("anonymize", anonymize_report(url))
+        videos = keep("video", video_report(url))
+        placements = keep("placement", placement_report(url, candidates=True))
+        url_form = keep("URL form", url_report(stack, extra_env) if stack else "")
 
     by_name = {m.name: m for m in rows}
     latency_ratio = by_name["service c=1"].percentile_ms(50) / reference.percentile_ms(50)

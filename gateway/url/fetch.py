@@ -37,6 +37,8 @@ NOT_FOUND = frozenset({404, 410})
 CHUNK = 64 * 1024
 NAT64 = ipaddress.ip_network("64:ff9b::/96")
 IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+# IETF protocol assignments (RFC 6890); Python before 3.11.10 calls most of it global.
+PROTOCOL_ASSIGNMENTS = ipaddress.ip_network("192.0.0.0/24")
 HEADERS = {"User-Agent": "facecrop (+https://github.com/facecrop)", "Accept": "image/*", "Accept-Encoding": "identity"}
 
 
@@ -53,6 +55,8 @@ def is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
             embedded = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
         if (embedded is not None and not is_public(embedded)) or address.is_site_local:
             return False
+    if address in PROTOCOL_ASSIGNMENTS:
+        return False
     return address.is_global and not (address.is_multicast or address.is_reserved)
 
 
