@@ -3,9 +3,9 @@ libjemalloc2 is installed (the gateway image's too: gateway/Dockerfile), else gl
 gunicorn.conf.py tunes it; mimalloc (libmimalloc2.0) for comparison. A preloaded allocator
 replaces malloc for the whole process, Python, numpy and OpenCV included.
 
-Chosen with `make soak --allocators`: after a mixed day, jemalloc's workers hold about 80 MiB of
-heap and give back what a burst took within seconds; glibc's keep 100-110 MiB and creep up;
-mimalloc's 130-140 MiB (bench/RESULTS.md)."""
+Chosen with `make soak SOAK_ARGS="--allocators glibc,jemalloc,mimalloc"` (the same bursts to
+each, side by side): jemalloc's workers end a mixed day with 70-90 MiB of heap and flat; glibc's
+with 90-130 MiB, creeping up; mimalloc's with 100-165 MiB (bench/RESULTS.md)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ import ctypes.util
 ALLOCATORS = ("glibc", "jemalloc", "mimalloc")
 LIBRARIES = {"jemalloc": "jemalloc", "mimalloc": "mimalloc"}
 SETTINGS = {
-    # Unused pages go back to the system within a second, by a background thread even while the
-    # worker is idle; one arena for the worker's threads rather than four per core.
-    "jemalloc": {"MALLOC_CONF": "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0,narenas:1"},
+    # No decay: the worker's own thread purges once it is quiet or keeps over 32 MiB unused
+    # (gateway/memory.py), so busy workers reuse their pages instead of faulting them in again;
+    # large buffers in the same arena; one arena for the worker's threads rather than four per core.
+    "jemalloc": {"MALLOC_CONF": "dirty_decay_ms:-1,muzzy_decay_ms:-1,oversize_threshold:0,narenas:1"},
     "mimalloc": {},
 }
 
