@@ -113,8 +113,8 @@ class Fetched:
 
 
 def under(url: str, origin: str | None) -> bool:
-    """Whether `url` is on the operator's trusted `origin` (scheme://host:port), after normalizing."""
-    return origin is not None and origin_of(normalized(url)) == origin
+    """Whether `url` (normalized) is on the operator's trusted `origin` (scheme://host:port)."""
+    return origin is not None and origin_of(url) == origin
 
 
 class Fetcher:
@@ -126,7 +126,7 @@ class Fetcher:
         self.checked = _pools(public_only=not allow_private)
 
     def get(self, url: str, origin: str | None = None, conditions: dict[str, str] | None = None) -> Fetched:
-        """The source at `url` (already allowed, or under the trusted `origin`), conditionally with
+        """The source at `url` (normalized, and allowed or under the trusted `origin`), conditionally with
         `conditions` (If-None-Match / If-Modified-Since): 404, 413, 502 and 504 as ApiErrors."""
         deadline = time.monotonic() + self.total_s
         try:
@@ -147,10 +147,10 @@ class Fetcher:
                     return self._answer(response, deadline)
                 response.close()  # a redirect's body is not read, nor any other error's
                 try:
-                    location = urljoin(url, response.headers["Location"])
+                    location = normalized(urljoin(url, response.headers["Location"]))
                 except ValueError:
                     raise OriginError("the origin redirected to a malformed URL") from None
-                url = normalized(location) if under(location, origin) else allowed_url(location, self.allowed)
+                url = location if under(location, origin) else allowed_url(location, self.allowed)
             raise OriginError(f"the origin redirected more than {MAX_REDIRECTS} times")
         except AddressRefused as refused:
             raise SourceNotAllowed(f"{refused}: refused before connecting") from None
