@@ -9,10 +9,10 @@ from flask import Response, g, request
 
 from gateway.errors import Overloaded, Unauthorized
 
-# The API, and the URL form (whose <img src> cannot carry an API key: gateway/url/signing.py);
-# everything else (health, metrics, docs, the demo page) is open and unlimited.
+# The API; the URL form (whose <img src> cannot carry an API key: gateway/url/signing.py) takes a
+# slot only once its source has arrived (gateway/url/views.py); everything else (health, metrics,
+# docs, the demo page) is open and unlimited.
 API_PREFIX = "/v1/"
-URL_PREFIX = "/cdn-cgi/image/"
 EXPOSED_HEADERS = "X-Crop-Rect, X-Face-Count, X-Passes, X-Request-ID"
 PAGE_POLICY = (
     "default-src 'self'; img-src 'self' blob: data:; style-src 'self'; script-src 'self'; "
@@ -30,7 +30,8 @@ def key_is_valid(header: str | None, keys: tuple[str, ...]) -> bool:
 
 
 class InFlightLimit:
-    """A per-process cap on concurrent API requests; beyond it, 429 at once instead of a queue."""
+    """A per-process cap on requests decoding, running the model and encoding at once; beyond it,
+    429 at once instead of a queue."""
 
     def __init__(self, limit: int):
         self._slots = threading.BoundedSemaphore(limit)
@@ -46,12 +47,10 @@ class InFlightLimit:
 
 
 def guard_api(keys: tuple[str, ...], limit: InFlightLimit) -> None:
-    """before_request: API keys (when configured) for API calls, then the in-flight limit for
-    them and for the URL form."""
-    api = request.path.startswith(API_PREFIX)
-    if not (api or request.path.startswith(URL_PREFIX)) or request.method == "OPTIONS":
+    """before_request: API keys (when configured) for API calls, then the in-flight limit."""
+    if not request.path.startswith(API_PREFIX) or request.method == "OPTIONS":
         return
-    if api and keys and not key_is_valid(request.headers.get("Authorization"), keys):
+    if keys and not key_is_valid(request.headers.get("Authorization"), keys):
         raise Unauthorized("a valid API key is required: Authorization: Bearer KEY")
     limit.admit()
 

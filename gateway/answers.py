@@ -11,7 +11,7 @@ from flask import Response, current_app, g
 
 from gateway.crop import CropPlan, pad_to, plan_crop, render_crop, source_scale
 from gateway.decode import DecodedImage, decode_image, read_header
-from gateway.encode import CONTENT_TYPES, encode_image
+from gateway.encode import AVIF_MAX_SIDE, CONTENT_TYPES, encode_image, output_format
 from gateway.errors import OutputTooLarge
 from gateway.observe import note
 from gateway.params import CropOptions, DetectOptions
@@ -86,8 +86,19 @@ def crop_pixels(
     return pixels
 
 
-def encoded(pixels: np.ndarray, fmt: str, quality: int, headers: dict[str, str], progressive: bool = False) -> Response:
-    """The picture as the response body: encoded without metadata."""
+def encoded(
+    pixels: np.ndarray,
+    requested: str | None,
+    input_format: str,
+    quality: int,
+    headers: dict[str, str],
+    progressive: bool = False,
+    avif_max_side: int = AVIF_MAX_SIDE,
+) -> Response:
+    """The picture as the response body, in the `requested` format (encode.output_format settles
+    it), encoded without metadata."""
+    height, width = pixels.shape[:2]
+    fmt = output_format(requested, input_format, (width, height), avif_max_side)
     with g.timer.stage("encode"):
         body = encode_image(pixels, fmt, quality, progressive)
     return Response(body, content_type=CONTENT_TYPES[fmt], headers=headers)

@@ -6,7 +6,6 @@ from facecrop_hiding import hide_faces, plausible, regions
 from flask import Blueprint, current_app, g, jsonify, request
 
 from gateway.answers import crop_headers, crop_json, crop_pixels, crop_plan, detect, encoded, image_size
-from gateway.encode import output_format
 from gateway.params import (
     ANONYMIZE_PARAMETERS,
     CROP_PARAMETERS,
@@ -40,7 +39,7 @@ def crop():
     if options.format == "json":
         return jsonify(crop_json(result.image.size, plan, faces)), 200, headers
     pixels = crop_pixels(data, result.image, plan)
-    return encoded(pixels, output_format(options.format, result.image.format), options.quality, headers)
+    return encoded(pixels, options.format, result.image.format, options.quality, headers)
 
 
 @bp.post("/v1/anonymize")
@@ -60,4 +59,4 @@ def anonymize_faces():
     full = with_resolution(result.image, 1.0, data, settings, g.timer)
     with g.timer.stage("anonymize"):
         pixels = hide_faces(full.pixels, hidden.boxes, options)
-    return encoded(pixels, output_format(options.format, result.image.format), options.quality, headers)
+    return encoded(pixels, options.format, result.image.format, options.quality, headers)

@@ -17,6 +17,8 @@ from gateway.infer import TritonModel
 from gateway.model import Model
 from gateway.uploads import InMemoryRequest
 from gateway.url import views as url_views
+from gateway.url.admission import FetchAdmission
+from gateway.url.caching import EtagSealer
 from gateway.url.fetch import Fetcher
 
 
@@ -24,7 +26,9 @@ from gateway.url.fetch import Fetcher
 class Services:
     settings: Settings
     model: Model
+    limit: access.InFlightLimit  # requests decoding, running the model, encoding
     fetcher: Fetcher  # the URL form's HTTP sources
+    etags: EtagSealer  # the URL form's ETags
 
 
 def create_app(settings: Settings | None = None, model: Model | None = None) -> Flask:
@@ -35,16 +39,24 @@ def create_app(settings: Settings | None = None, model: Model | None = None) -> 
     app.request_class = InMemoryRequest
     app.config["MAX_CONTENT_LENGTH"] = settings.max_upload_bytes
     cast(DefaultJSONProvider, app.json).sort_keys = False
+    admission = FetchAdmission(
+        settings.fetch_concurrency,
+        settings.fetch_per_origin,
+        settings.source_breaker_failures,
+        settings.source_breaker_cool_down_s,
+    )
     fetcher = Fetcher(
         settings.allowed_sources,
         settings.allow_private_sources,
         settings.source_connect_timeout_s,
         settings.source_timeout_s,
         settings.max_upload_bytes,
+        admission,
     )
-    app.extensions["facecrop"] = Services(settings=settings, model=model, fetcher=fetcher)
-    observe.configure_logging()
     limit = access.InFlightLimit(settings.max_in_flight)
+    etags = EtagSealer(settings.etag_secret or settings.url_key)
+    app.extensions["facecrop"] = Services(settings, model, limit, fetcher, etags)
+    observe.configure_logging()
 
     app.before_request(observe.start_request)
     app.before_request(lambda: access.guard_api(settings.api_keys, limit))
@@ -65,7 +77,7 @@ def _api_error(error: ApiError):
     observe.note(error=error.code)
     if error.cause:
         observe.note(cause=error.cause)
-    return jsonify(error.to_json()), error.status, error.headers
+    return jsonify(error.to_json()), error.status, error.response_headers()
 
 
 def _http_error(error: HTTPException):

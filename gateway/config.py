@@ -37,6 +37,11 @@ class Settings:
     allow_unsigned_urls: bool = False
     source_connect_timeout_s: float = 3.0
     source_timeout_s: float = 10.0
+    fetch_concurrency: int = 8
+    fetch_per_origin: int = 4
+    source_breaker_failures: int = 5
+    source_breaker_cool_down_s: float = 30.0
+    etag_secret: bytes = b""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
@@ -75,7 +80,19 @@ class Settings:
         FACECROP_URL_KEY, FACECROP_URL_SALT  hex; with a key, every URL must be signed (none)
         FACECROP_ALLOW_UNSIGNED_URLS  true: unsigned URLs also where API keys are set (false)
         FACECROP_SOURCE_CONNECT_TIMEOUT_S  connecting to an origin (3)
-        FACECROP_SOURCE_TIMEOUT_S  a whole source fetch, redirects and body included (10)
+        FACECROP_SOURCE_TIMEOUT_S  a whole source fetch on the wall clock: name lookups,
+                                   redirects, headers and body included (10)
+        FACECROP_FETCH_CONCURRENCY  sources one worker process fetches at once; more get 503
+                                   origin_busy with Retry-After at once (8); a fetch holds no
+                                   FACECROP_MAX_IN_FLIGHT slot while it waits
+        FACECROP_FETCH_PER_ORIGIN  of those, from one origin (scheme, host and port) (4)
+        FACECROP_SOURCE_BREAKER_FAILURES  failures in a row (timeouts, refused connections,
+                                   5xx) after which an origin is not asked again for a
+                                   cool-down: 503 origin_unavailable at once (5)
+        FACECROP_SOURCE_BREAKER_COOL_DOWN_S  that cool-down, in seconds (30)
+        FACECROP_ETAG_SECRET       hex; the key the URL form's ETags are sealed with: the same
+                                   on every replica, so that any replica can answer 304 (none:
+                                   FACECROP_URL_KEY's, else one made when the gateway starts)
         """
         return cls(
             triton_url=environ.get("FACECROP_TRITON_URL", cls.triton_url),
@@ -101,6 +118,13 @@ class Settings:
                 environ.get("FACECROP_SOURCE_CONNECT_TIMEOUT_S", cls.source_connect_timeout_s)
             ),
             source_timeout_s=float(environ.get("FACECROP_SOURCE_TIMEOUT_S", cls.source_timeout_s)),
+            fetch_concurrency=int(environ.get("FACECROP_FETCH_CONCURRENCY", cls.fetch_concurrency)),
+            fetch_per_origin=int(environ.get("FACECROP_FETCH_PER_ORIGIN", cls.fetch_per_origin)),
+            source_breaker_failures=int(environ.get("FACECROP_SOURCE_BREAKER_FAILURES", cls.source_breaker_failures)),
+            source_breaker_cool_down_s=float(
+                environ.get("FACECROP_SOURCE_BREAKER_COOL_DOWN_S", cls.source_breaker_cool_down_s)
+            ),
+            etag_secret=_hex(environ, "FACECROP_ETAG_SECRET"),
         )
 
     def __post_init__(self) -> None:
@@ -112,8 +136,9 @@ class Settings:
             raise ValueError("FACECROP_TRITON_SHM must be one of auto, on, off")
         if not self.model_name:
             object.__setattr__(self, "model_name", self.wire.model_name)
-        if self.max_in_flight < 1:
-            raise ValueError("FACECROP_MAX_IN_FLIGHT must be at least 1")
+        for name in ("max_in_flight", "fetch_concurrency", "fetch_per_origin", "source_breaker_failures"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"FACECROP_{name.upper()} must be at least 1")
         if self.target_size <= 0 or self.target_size % 32:
             raise ValueError("FACECROP_TARGET_SIZE must be a positive multiple of 32")
         if self.pad_multiple <= 0 or self.pad_multiple % 32:

@@ -13,14 +13,20 @@ class ApiError(Exception):
     summary = ""  # when it is answered, for the API documentation
     headers: ClassVar[dict[str, str]] = {}
     by_url_only: ClassVar[bool] = False  # answered only by the URL form (GET /cdn-cgi/image/...)
+    retries: ClassVar[bool] = False  # answered with Retry-After
 
-    def __init__(self, message: str, cause: str = ""):
+    def __init__(self, message: str, cause: str = "", retry_after: int | None = None):
         super().__init__(message)
         self.message = message
         self.cause = cause  # for the log line only, never the answer (e.g. the gRPC status)
+        self.retry_after = retry_after  # seconds, sent as Retry-After
 
     def to_json(self) -> dict:
         return {"error": {"code": self.code, "message": self.message}}
+
+    def response_headers(self) -> dict[str, str]:
+        retry = {"Retry-After": str(self.retry_after)} if self.retry_after is not None else {}
+        return {**self.headers, **retry}
 
 
 class MissingImage(ApiError):
@@ -83,8 +89,11 @@ class Unauthorized(ApiError):
 
 class Overloaded(ApiError):
     status, code = 429, "overloaded"
+    retries = True
     summary = "the worker already has its most requests in flight; retry after `Retry-After` seconds"
-    headers: ClassVar[dict[str, str]] = {"Retry-After": "1"}
+
+    def __init__(self, message: str):
+        super().__init__(message, retry_after=1)
 
 
 class InvalidSignature(ApiError):
@@ -109,7 +118,24 @@ class OriginError(ApiError):
 
 class OriginTimeout(ApiError):
     status, code, by_url_only = 504, "origin_timeout", True
-    summary = "the origin did not answer in time"
+    summary = "the origin did not answer within the fetch deadline"
+
+
+class OriginBusy(ApiError):
+    status, code, by_url_only = 503, "origin_busy", True
+    retries = True
+    summary = "the worker already fetches its most sources (in all, or from this origin); retry after `Retry-After`"
+
+
+class OriginUnavailable(ApiError):
+    status, code, by_url_only = 503, "origin_unavailable", True
+    retries = True
+    summary = "the origin failed repeatedly and is not asked again before `Retry-After` seconds"
+
+
+class ClientGone(ApiError):
+    status, code, by_url_only = 499, "client_closed_request", True
+    summary = "the client closed its connection before the source arrived (nginx's 499; never seen by it)"
 
 
 BACKEND_ERRORS = (BackendUnavailable, BackendTimeout)  # failed Triton calls

@@ -2,11 +2,13 @@
 
 FACECROP_BIND     address to listen on [127.0.0.1:8080]; the container sets 0.0.0.0:8080
 FACECROP_WORKERS  worker processes [2]
-FACECROP_THREADS  threads per worker (gthread) [20]: more than FACECROP_MAX_IN_FLIGHT (16),
-                  so requests over the in-flight limit are answered 429 at once
+FACECROP_THREADS  threads per worker (gthread) [32]: more than FACECROP_MAX_IN_FLIGHT (16) and
+                  FACECROP_FETCH_CONCURRENCY (8) together, so requests over either limit are
+                  answered at once (429, 503), and so are health checks
 """
 
 import os
+import secrets
 import shutil
 import tempfile
 
@@ -16,7 +18,7 @@ wsgi_app = "gateway.wsgi:app"
 bind = os.environ.get("FACECROP_BIND", "127.0.0.1:8080")
 workers = int(os.environ.get("FACECROP_WORKERS", "2"))
 worker_class = "gthread"
-threads = int(os.environ.get("FACECROP_THREADS", "20"))
+threads = int(os.environ.get("FACECROP_THREADS", "32"))
 timeout = 30
 graceful_timeout = 10
 # The gateway writes its own JSON line per request (gateway/observe.py).
@@ -93,8 +95,11 @@ def malloc_in_use() -> str:
 
 def on_starting(server):
     """Say which malloc the gateway runs with; give the workers a fresh directory in memory for
-    Prometheus' multiprocess metrics."""
+    Prometheus' multiprocess metrics, and one secret for the URL form's ETags where none is set
+    (gateway/url/caching.py), so that every worker answers 304 to the others' ETags."""
     server.log.info("malloc: %s", malloc_in_use())
+    if not (os.environ.get("FACECROP_ETAG_SECRET") or os.environ.get("FACECROP_URL_KEY")):
+        os.environ["FACECROP_ETAG_SECRET"] = secrets.token_hex(32)
     if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix=METRICS_DIR_PREFIX, dir="/dev/shm")
 

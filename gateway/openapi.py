@@ -70,7 +70,8 @@ def error_responses() -> dict:
             str(error.status), {"description": "", "content": content, "headers": {"X-Request-ID": REQUEST_ID}}
         )
         response["description"] += f"{'; ' if response['description'] else ''}`{error.code}`: {error.summary}"
-        response["headers"].update({name: {"schema": {"type": "string"}} for name in error.headers})
+        names = [*error.headers, *(["Retry-After"] if error.retries else [])]
+        response["headers"].update({name: {"schema": {"type": "string"}} for name in names})
     return responses
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import email.utils
 import hashlib
 import socket
+import socketserver
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -39,8 +40,9 @@ class OriginState:
 
 class _Origin(BaseHTTPRequestHandler):
     """GET /<file> under the root with ETag, Last-Modified and Cache-Control (304 when they match);
-    /plain/<file> without validators or Cache-Control; /redirect?to=URL (302), /chain?n=N (N redirects to itself,
-    then a photo); /missing (404), /error (500), /slow (a body trickling for 30 s), /huge (100 MB)."""
+    /plain/<file> without validators or Cache-Control; /bare304/<file> whose 304s have no Cache-Control;
+    /redirect?to=URL (302), /chain?n=N (N redirects to itself, then a photo); /missing (404), /error (500),
+    /slow (a body trickling for 30 s), /huge (100 MB)."""
 
     protocol_version = "HTTP/1.1"
     state: OriginState
@@ -65,10 +67,12 @@ class _Origin(BaseHTTPRequestHandler):
             self._huge(path)
         elif path.startswith("/plain/"):
             self._file(path, path.removeprefix("/plain/"), validators=False)
+        elif path.startswith("/bare304/"):
+            self._file(path, path.removeprefix("/bare304/"), validators=True, bare_304=True)
         else:
             self._file(path, path.lstrip("/"), validators=True)
 
-    def _file(self, path: str, name: str, validators: bool) -> None:
+    def _file(self, path: str, name: str, validators: bool, bare_304: bool = False) -> None:
         file = self.state.root / name
         if not file.is_file():
             self._answer(404, b"", {})
@@ -81,7 +85,7 @@ class _Origin(BaseHTTPRequestHandler):
             headers |= {"ETag": etag, "Last-Modified": email.utils.formatdate(file.stat().st_mtime, usegmt=True)}
             if self.headers.get("If-None-Match") == etag:
                 self.state.count(self.state.not_modified, path)
-                self._answer(304, b"", headers)
+                self._answer(304, b"", {"ETag": etag} if bare_304 else headers)
                 return
         self.state.count(self.state.bodies, path)
         self._answer(200, data, headers)
@@ -181,3 +185,98 @@ def trap(addresses: tuple[str, ...] = ("127.0.0.2", "127.0.0.1", "::1")) -> Iter
     finally:
         for listener in listeners:
             listener.close()
+
+
+# A misbehaving origin's answers, by path: each goes on until the origin stops (or the gateway hangs
+# up), so that only a deadline of the gateway's own can end the request.
+DRIP_S = 0.1
+HOSTILE = {
+    "/drip-headers": (b"HTTP/1.1 200 OK\r\nContent-Type: image/jpeg\r\nX-Drip: ", b"x"),
+    "/trickle-close": (b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n", b"x"),
+    "/trickle-http10": (b"HTTP/1.0 200 OK\r\n\r\n", b"x"),
+    "/continue-flood": (b"", b"HTTP/1.1 100 Continue\r\n\r\n"),
+    "/endless-trailer": (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n", b"X-T: 1\r\n" * 8),
+    "/drip-chunk-size": (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", b"0"),
+    "/cut-headers": (b"HTTP/1.1 200 OK\r\nContent-Type: image/jpeg\r\n", None),
+    "/cut-body": (b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n\xff\xd8\xff\xe0", None),
+    "/unasked-304": (b'HTTP/1.1 304 Not Modified\r\nETag: "x"\r\n\r\n', None),
+}
+
+
+@dataclass
+class HostileState:
+    """What the hostile origin has seen: requests by path, and hang-ups (the gateway closing a
+    connection it was sending on) by path, each with an event to wait on."""
+
+    photo: bytes
+    release: threading.Event = field(default_factory=threading.Event)  # /hold answers once set
+    stop: threading.Event = field(default_factory=threading.Event)
+    seen: Counter = field(default_factory=Counter)
+    hung_up: Counter = field(default_factory=Counter)
+    changed: threading.Condition = field(default_factory=threading.Condition)
+
+    def count(self, counter: Counter, path: str) -> None:
+        with self.changed:
+            counter[path] += 1
+            self.changed.notify_all()
+
+    def wait_for(self, counter: Counter, path: str, count: int, timeout_s: float) -> bool:
+        """Whether `counter[path]` reached `count` within `timeout_s` (an upper bound, not a pace)."""
+        with self.changed:
+            return self.changed.wait_for(lambda: counter[path] >= count, timeout_s)
+
+
+class _Hostile(socketserver.BaseRequestHandler):
+    """Reads one request, then answers as HOSTILE says for its path (forever, a piece every
+    DRIP_S), or /hold: nothing until `release`, then the photo; /dead: closes at once."""
+
+    state: HostileState
+
+    def handle(self) -> None:
+        head = b""
+        while b"\r\n\r\n" not in head:
+            data = self.request.recv(4096)
+            if not data:
+                return
+            head += data
+        path = head.split(b" ", 2)[1].decode().partition("?")[0]
+        self.state.count(self.state.seen, path)
+        try:
+            if path == "/hold":
+                while not self.state.release.wait(DRIP_S):
+                    if self._closed_by_peer():
+                        raise ConnectionResetError
+                photo = self.state.photo
+                self.request.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(photo) + photo)
+                return
+            if path == "/dead":
+                return
+            start, piece = HOSTILE[path]
+            self.request.sendall(start)
+            while piece is not None and not self.state.stop.wait(DRIP_S):
+                self.request.sendall(piece)
+        except OSError:
+            self.state.count(self.state.hung_up, path)
+
+    def _closed_by_peer(self) -> bool:
+        try:
+            return self.request.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            return False
+
+
+@contextmanager
+def hostile_origin(photo_bytes: bytes, host: str = "127.0.0.1") -> Iterator[tuple[str, HostileState]]:
+    """A misbehaving origin on a free port of `host`: its base URL (with a trailing /) and state."""
+    state = HostileState(photo_bytes)
+    server = socketserver.ThreadingTCPServer((host, 0), type("Hostile", (_Hostile,), {"state": state}))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://{host}:{server.server_address[1]}/", state
+    finally:
+        state.stop.set()
+        state.release.set()
+        server.shutdown()
+        server.server_close()

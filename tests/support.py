@@ -9,6 +9,7 @@ import json
 import signal
 import struct
 import threading
+import time
 import zlib
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -27,7 +28,7 @@ from gateway.config import Settings
 from gateway.decode import DecodedImage, decode_image, read_header
 from gateway.model import Batch, in_process_batch
 from gateway.wire import WIRE_FORMATS, ModelOutputs, WireFormat
-from local_triton.processes import SHARED_FACES
+from local_triton.processes import BUILD_DIR, SHARED_FACES
 
 ASTRONAUT = "demo/skimage_astronaut.jpg"
 CROWD = "demo/widertest_20_Family_Group_Family_Group_20_435.jpg"
@@ -279,3 +280,18 @@ def gated(target: str, gate: Gate) -> Iterator[str]:
         gate.released.set()
         server.shutdown()
         server.server_close()
+
+
+def gateway_log(name: str = "test") -> str:
+    return (BUILD_DIR / "logs" / f"{name}-gateway.log").read_text(errors="replace")
+
+
+def log_line(request_id: str, name: str = "test") -> dict:
+    """The gateway NAME's JSON log line of `request_id`, once written (within 5 s)."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        for line in gateway_log(name).splitlines():
+            if request_id in line:
+                return json.loads(line)
+        time.sleep(0.1)
+    raise AssertionError(f"no log line for {request_id}")

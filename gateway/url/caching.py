@@ -1,12 +1,14 @@
 """HTTP caching of the URL form, as a CDN expects: strong ETags, revalidation, Cache-Control, and
 format=auto negotiated from Accept.
 
-An ETag is `"<digest>.<validator>"`: the digest covers the pipeline and model version, the
-source, the canonical options, the negotiated format and the source's validator (its ETag, else
-its Last-Modified, else a hash of its bytes; a file's modification time and size); the
-validator rides along, base64url, so that `If-None-Match` can be checked against the origin with
-a conditional request (a 304 from it: no download, no decode, no model call), or a file's stat.
-Nothing is kept between requests: the same URL gets the same ETag on every replica.
+An ETag carries the source's validator (its ETag, else its Last-Modified, else a hash of its
+bytes; a file's modification time and size), sealed with AES-SIV under a server-side secret
+(FACECROP_ETAG_SECRET) and bound to what the URL says: the pipeline and model version, the source
+as the URL names it, the canonical options and the negotiated format. It reveals nothing the URL
+does not (not the origin's address, not its validator); `If-None-Match` with it is unsealed and
+checked against the origin with a conditional request (a 304 from it: no download, no decode, no
+model call), or a file's stat. Nothing is kept between requests: the same URL gets the same ETag
+on every replica that has the same secret.
 """
 
 from __future__ import annotations
@@ -14,15 +16,19 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import hmac
+import secrets
 
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 from werkzeug.datastructures import MIMEAccept
 from werkzeug.http import parse_accept_header, parse_etags
 
 from gateway.encode import AVIF_AVAILABLE
 
-PIPELINE_VERSION = "1"  # raised whenever the same source and options would give other pixels
+PIPELINE_VERSION = "2"  # raised whenever the same source and options would give other pixels
 DEFAULT_MAX_AGE = 86_400  # when the origin says nothing
-MIN_MAX_AGE = 3_600
+MIN_MAX_AGE = 3_600  # also where a 304 from the origin does not repeat its Cache-Control
 ERROR_MAX_AGE = 60  # answers that a retry will not change: no such source, not an image, too large
 LASTING_ERRORS = frozenset({404, 413, 415})
 
@@ -36,25 +42,34 @@ def etag_validator(etag: str | None, last_modified: str | None, body: bytes = b"
     return f"h:{hashlib.sha256(body).hexdigest()[:32]}"
 
 
-def make_etag(version: str, source: str, canonical: str, fmt: str, validator: str) -> str:
-    """The answer's strong ETag (quoted)."""
-    digest = hashlib.sha256("\n".join((PIPELINE_VERSION, version, source, canonical, fmt, validator)).encode())
-    carried = base64.urlsafe_b64encode(validator.encode()).rstrip(b"=").decode()
-    return f'"{digest.hexdigest()[:32]}.{carried}"'
+class EtagSealer:
+    """Seals a source's validator into an ETag bound to the answer's public description, and
+    unseals the ETags of If-None-Match; `secret` empty: one made now (this process's own)."""
+
+    def __init__(self, secret: bytes):
+        key = hmac.digest(secret or secrets.token_bytes(32), b"facecrop etag", "sha512")
+        self._siv = AESSIV(key)
+
+    def seal(self, public: str, validator: str) -> str:
+        """The answer's strong ETag (quoted)."""
+        sealed = self._siv.encrypt(validator.encode(), [public.encode()])
+        return f'"{base64.urlsafe_b64encode(sealed).rstrip(b"=").decode()}"'
+
+    def offered(self, if_none_match: str | None, public: str) -> list[str]:
+        """The validators sealed in the ETags of `if_none_match` for `public` (others are skipped)."""
+        validators = []
+        for tag in parse_etags(if_none_match).as_set(include_weak=True):
+            try:
+                sealed = base64.urlsafe_b64decode(tag + "=" * (-len(tag) % 4))
+                validators.append(self._siv.decrypt(sealed, [public.encode()]).decode())
+            except (binascii.Error, InvalidTag, UnicodeDecodeError, ValueError):
+                continue
+        return validators
 
 
-def offered_validators(if_none_match: str | None) -> list[str]:
-    """The source validators carried by the ETags of an If-None-Match of ours (others are skipped)."""
-    validators = []
-    for tag in parse_etags(if_none_match).as_set(include_weak=True):
-        _, dot, carried = tag.partition(".")
-        if not dot:
-            continue
-        try:
-            validators.append(base64.urlsafe_b64decode(carried + "=" * (-len(carried) % 4)).decode())
-        except (binascii.Error, UnicodeDecodeError, ValueError):
-            continue
-    return validators
+def describe(version: str, source: str, canonical: str, fmt: str) -> str:
+    """The public description an ETag is bound to: what the URL says, and the model's version."""
+    return "\n".join((PIPELINE_VERSION, version, source, canonical, fmt))
 
 
 def conditions(validator: str) -> dict[str, str] | None:
@@ -66,9 +81,9 @@ def conditions(validator: str) -> dict[str, str] | None:
     return {"e": {"If-None-Match": value}, "m": {"If-Modified-Since": value}}.get(kind)
 
 
-def cache_control(origin: str | None) -> str:
+def cache_control(origin: str | None, default_age: int = DEFAULT_MAX_AGE) -> str:
     """From the origin's Cache-Control: its max-age (or s-maxage) but at least MIN_MAX_AGE, else
-    DEFAULT_MAX_AGE; public, unless it says `private` (kept so) or `no-store` (passed on)."""
+    `default_age`; public, unless it says `private` (kept so) or `no-store` (passed on)."""
     directives = {}
     for directive in (origin or "").lower().split(","):
         name, _, value = directive.strip().partition("=")
@@ -76,7 +91,7 @@ def cache_control(origin: str | None) -> str:
     if "no-store" in directives:
         return "no-store"
     ages = [int(directives[name]) for name in ("max-age", "s-maxage") if directives.get(name, "").isdigit()]
-    age = max(max(ages), MIN_MAX_AGE) if ages else DEFAULT_MAX_AGE
+    age = max(max(ages), MIN_MAX_AGE) if ages else default_age
     return f"{'private' if 'private' in directives else 'public'}, max-age={age}"
 
 

@@ -7,19 +7,26 @@
   address: not even a TCP handshake.
 - The operator's origin (FACECROP_ORIGIN) is trusted for its own host only.
 - At most MAX_REDIRECTS redirects, each one checked again like a new source.
-- Connect timeout, and a deadline for the whole fetch (name lookups aside) that a slow body
-  cannot stretch; the body
-  is streamed and cut off at the upload limit (413); nothing is decoded (no Content-Encoding),
-  nothing is written to disk.
+- One wall-clock deadline for the whole fetch, name lookups, connecting, every redirect, the
+  status line, headers, 1xx answers, the body, chunk lines and trailers included
+  (gateway/url/deadline.py); a fetch whose client has gone stops; at most MAX_INTERIM 1xx
+  answers and MAX_TRAILER_LINES trailer lines.
+- Admitted by gateway/url/admission.py: a budget of fetches apart from the model's slots, and a
+  breaker per origin.
+- The body is streamed and cut off at the upload limit (413); nothing is decoded (no
+  Content-Encoding), nothing is written to disk; an answer cut short, empty, or a 304 that was
+  not asked for is a 502.
+- Answers never repeat what the origin said (a redirect's host, say): internal names stay inside.
 - Connections are pooled per origin host.
 """
 
 from __future__ import annotations
 
+import http.client
 import ipaddress
 import socket
-import time
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urljoin
 
 import urllib3
@@ -28,10 +35,22 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 from urllib3.util import connection
 
-from gateway.errors import OriginError, OriginTimeout, PayloadTooLarge, SourceNotAllowed, SourceNotFound
+from gateway.errors import (
+    ApiError,
+    ClientGone,
+    OriginError,
+    OriginTimeout,
+    PayloadTooLarge,
+    SourceNotAllowed,
+    SourceNotFound,
+)
+from gateway.url.admission import FetchAdmission
+from gateway.url.deadline import Watchdog, client_gone
 from gateway.url.sources import allowed_url, normalized, origin_of
 
 MAX_REDIRECTS = 3
+MAX_INTERIM = 4  # 1xx answers before the final one
+MAX_TRAILER_LINES = 32
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 NOT_FOUND = frozenset({404, 410})
 CHUNK = 64 * 1024
@@ -60,21 +79,49 @@ def is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     return address.is_global and not (address.is_multicast or address.is_reserved)
 
 
-def public_address(host: str, port: int) -> str:
-    """The first address `host` resolves to that is public; AddressRefused if none is."""
-    for *_, sockaddr in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
-        if is_public(ipaddress.ip_address(str(sockaddr[0]).split("%")[0])):
+def first_address(addresses: list[Any], public_only: bool) -> str:
+    """The first of getaddrinfo's `addresses` that may be reached; AddressRefused if none may."""
+    for *_, sockaddr in addresses:
+        if not public_only or is_public(ipaddress.ip_address(str(sockaddr[0]).split("%")[0])):
             return str(sockaddr[0])
-    raise AddressRefused(f"{host} resolves only to addresses that are not public")
+    raise AddressRefused("the source resolves only to addresses that are not public")
 
 
-class _PublicOnly(HTTPConnection):
-    """A connection made only to a checked public address (TLS still checks the host name)."""
+class CappedResponse(http.client.HTTPResponse):
+    """http.client's response with at most MAX_INTERIM 1xx answers and MAX_TRAILER_LINES trailer lines
+    (it reads them in loops of its own, without a bound)."""
+
+    _statuses = 0
+
+    def _read_status(self) -> tuple[str, int, str]:
+        self._statuses += 1
+        if self._statuses > MAX_INTERIM + 1:
+            raise http.client.HTTPException("more 1xx answers than allowed")
+        return super()._read_status()  # type: ignore[misc]
+
+    def _read_and_discard_trailer(self) -> None:
+        for _ in range(MAX_TRAILER_LINES):
+            line = self.fp.readline(http.client._MAXLINE + 1)  # type: ignore[attr-defined]
+            if len(line) > http.client._MAXLINE:  # type: ignore[attr-defined]
+                raise http.client.LineTooLong("trailer line")
+            if line in (b"\r\n", b"\n", b""):
+                return
+        raise http.client.HTTPException("more trailer lines than allowed")
+
+
+class _Watched(HTTPConnection):
+    """A connection whose name is resolved, and whose socket is read, within the fetch's deadline
+    (the pool's `watchdog`); made only to a checked public address where `public_only` (TLS still
+    checks the host name)."""
+
+    response_class = CappedResponse
+    watchdog: Watchdog
+    public_only: bool
 
     def _new_conn(self) -> socket.socket:
         try:
-            address = public_address(self._dns_host, self.port)
-            return connection.create_connection(
+            address = first_address(self.watchdog.resolve(self._dns_host, self.port), self.public_only)
+            sock = connection.create_connection(
                 (address, self.port), self.timeout, self.source_address, self.socket_options
             )
         except socket.gaierror as error:
@@ -82,22 +129,29 @@ class _PublicOnly(HTTPConnection):
         except UnicodeError as error:  # a name IDNA cannot encode
             raise NameResolutionError(self.host, self, socket.gaierror(str(error))) from error
         except TimeoutError as error:
-            raise ConnectTimeoutError(self, f"connecting to {self.host} timed out") from error
+            raise ConnectTimeoutError(self, "connecting to the origin timed out") from error
         except OSError as error:
-            raise NewConnectionError(self, f"cannot connect to {self.host}: {error}") from error
+            raise NewConnectionError(self, f"cannot connect to the origin: {error.strerror}") from error
+        self.watchdog.adopt(sock)
+        return sock
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        if self.sock is not None:  # a pooled connection, made under an earlier fetch's watch
+            self.watchdog.adopt(self.sock)
+        super().request(*args, **kwargs)
 
 
-class _PublicOnlyHTTPS(_PublicOnly, HTTPSConnection):
+class _WatchedHTTPS(_Watched, HTTPSConnection):
     pass
 
 
-def _pools(public_only: bool) -> urllib3.PoolManager:
+def _pools(watchdog: Watchdog, public_only: bool) -> urllib3.PoolManager:
     manager = urllib3.PoolManager(num_pools=64, maxsize=8, block=False, retries=False)
-    if public_only:
-        manager.pool_classes_by_scheme = {
-            "http": type("PublicHTTPPool", (HTTPConnectionPool,), {"ConnectionCls": _PublicOnly}),
-            "https": type("PublicHTTPSPool", (HTTPSConnectionPool,), {"ConnectionCls": _PublicOnlyHTTPS}),
-        }
+    settings = {"watchdog": watchdog, "public_only": public_only}
+    manager.pool_classes_by_scheme = {
+        "http": type("HTTPPool", (HTTPConnectionPool,), {"ConnectionCls": type("C", (_Watched,), settings)}),
+        "https": type("HTTPSPool", (HTTPSConnectionPool,), {"ConnectionCls": type("C", (_WatchedHTTPS,), settings)}),
+    }
     return manager
 
 
@@ -120,15 +174,46 @@ def under(url: str, origin: str | None) -> bool:
 class Fetcher:
     """GETs sources with the checks above; one per worker process (its pools are shared by threads)."""
 
-    def __init__(self, allowed: tuple[str, ...], allow_private: bool, connect_s: float, total_s: float, limit: int):
+    def __init__(
+        self,
+        allowed: tuple[str, ...],
+        allow_private: bool,
+        connect_s: float,
+        total_s: float,
+        limit: int,
+        admission: FetchAdmission,
+    ):
         self.allowed, self.connect_s, self.total_s, self.limit = allowed, connect_s, total_s, limit
-        self.trusted = _pools(public_only=False)  # the operator's origin
-        self.checked = _pools(public_only=not allow_private)
+        self.admission = admission
+        self.watchdog = Watchdog()
+        self.trusted = _pools(self.watchdog, public_only=False)  # the operator's origin
+        self.checked = _pools(self.watchdog, public_only=not allow_private)
 
-    def get(self, url: str, origin: str | None = None, conditions: dict[str, str] | None = None) -> Fetched:
+    def get(
+        self,
+        url: str,
+        origin: str | None = None,
+        conditions: dict[str, str] | None = None,
+        client: socket.socket | None = None,
+    ) -> Fetched:
         """The source at `url` (normalized, and allowed or under the trusted `origin`), conditionally with
-        `conditions` (If-None-Match / If-Modified-Since): 404, 413, 502 and 504 as ApiErrors."""
-        deadline = time.monotonic() + self.total_s
+        `conditions` (If-None-Match / If-Modified-Since), for `client` (the caller's socket: the fetch
+        stops when it closes): 404, 413, 499, 502, 503 and 504 as ApiErrors."""
+        with self.admission.admitted(origin_of(url)), self.watchdog.watching(self.total_s, client) as watch:
+            try:
+                fetched = self._follow(url, origin, conditions)
+            except (ApiError, urllib3.exceptions.HTTPError, http.client.HTTPException, OSError, ValueError):
+                if not watch.ended:
+                    raise
+                fetched = None
+            if watch.ended == "client":
+                raise ClientGone("the client closed its connection")
+            if watch.ended:
+                raise OriginTimeout(f"the origin did not answer within {self.total_s:g} s")
+            assert fetched is not None
+            return fetched
+
+    def _follow(self, url: str, origin: str | None, conditions: dict[str, str] | None) -> Fetched:
         try:
             for _ in range(MAX_REDIRECTS + 1):
                 pools = self.trusted if under(url, origin) else self.checked
@@ -139,18 +224,12 @@ class Fetcher:
                     redirect=False,
                     preload_content=False,
                     decode_content=False,
-                    timeout=urllib3.Timeout(
-                        connect=min(self.connect_s, self._left(deadline)), read=self._left(deadline)
-                    ),
+                    timeout=urllib3.Timeout(connect=self.connect_s, read=self.total_s),
                 )
                 if response.status not in REDIRECTS or "Location" not in response.headers:
-                    return self._answer(response, deadline)
+                    return self._answer(response, conditions is not None)
                 response.close()  # a redirect's body is not read, nor any other error's
-                try:
-                    location = normalized(urljoin(url, response.headers["Location"]))
-                except ValueError:
-                    raise OriginError("the origin redirected to a malformed URL") from None
-                url = location if under(location, origin) else allowed_url(location, self.allowed)
+                url = self._redirected(url, response.headers["Location"], origin)
             raise OriginError(f"the origin redirected more than {MAX_REDIRECTS} times")
         except AddressRefused as refused:
             raise SourceNotAllowed(f"{refused}: refused before connecting") from None
@@ -158,17 +237,22 @@ class Fetcher:
             # a refused connection (NewConnectionError) is a ConnectTimeoutError too, for old code's sake
             if isinstance(error, urllib3.exceptions.TimeoutError) and not isinstance(error, NewConnectionError):
                 raise OriginTimeout("the origin did not answer in time") from None
-            raise OriginError(f"the origin could not be reached: {type(error).__name__}") from None
+            raise OriginError(f"the origin could not be reached: {type(error).__name__}", cause=str(error)) from None
 
-    def _left(self, deadline: float) -> float:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise OriginTimeout("the origin did not answer in time")
-        return left
+    def _redirected(self, url: str, location: str, origin: str | None) -> str:
+        """The redirect's target, allowed as a new source; refused without repeating it (it may name
+        hosts of the origin's network)."""
+        try:
+            target = normalized(urljoin(url, location))
+            return target if under(target, origin) else allowed_url(target, self.allowed)
+        except ValueError:  # urljoin's, for what is no URL at all
+            raise OriginError("the origin redirected to a malformed URL") from None
+        except SourceNotAllowed as refused:
+            raise SourceNotAllowed("the origin redirected to a source that is not allowed", refused.message) from None
 
-    def _answer(self, response: urllib3.BaseHTTPResponse, deadline: float) -> Fetched:
+    def _answer(self, response: urllib3.BaseHTTPResponse, conditional: bool) -> Fetched:
         headers = response.headers
-        if response.status == 304:
+        if response.status == 304 and conditional:
             response.release_conn()
             body, modified = b"", False
         else:
@@ -176,13 +260,17 @@ class Fetcher:
                 response.close()
             if response.status in NOT_FOUND:
                 raise SourceNotFound(f"the origin answered {response.status}")
+            if response.status == 304:
+                raise OriginError("the origin answered 304 to an unconditional request")
             if response.status != 200:
                 raise OriginError(f"the origin answered {response.status}")
             declared = headers.get("Content-Length", "")
             if declared.isdigit() and int(declared) > self.limit:
                 response.close()
                 raise PayloadTooLarge(f"the source is larger than the limit of {self.limit} bytes")
-            body, modified = self._body(response, deadline), True
+            body, modified = self._body(response), True
+            if not body or (declared.isdigit() and len(body) != int(declared)):
+                raise OriginError("the origin's answer was cut short (or empty)")
         return Fetched(
             modified=modified,
             body=body,
@@ -191,11 +279,12 @@ class Fetcher:
             cache_control=headers.get("Cache-Control"),
         )
 
-    def _body(self, response: urllib3.BaseHTTPResponse, deadline: float) -> bytes:
-        """The body, read as it arrives; cut off past the limit or the deadline."""
+    def _body(self, response: urllib3.BaseHTTPResponse) -> bytes:
+        """The body, read as it arrives; cut off past the limit (the deadline ends it by shutting
+        its socket down)."""
         chunks, size = [], 0
         try:
-            while chunk := self._read(response, deadline):
+            while chunk := response.read1(CHUNK):
                 size += len(chunk)
                 if size > self.limit:
                     raise PayloadTooLarge(f"the source is larger than the limit of {self.limit} bytes")
@@ -206,9 +295,5 @@ class Fetcher:
         response.release_conn()
         return b"".join(chunks)
 
-    def _read(self, response: urllib3.BaseHTTPResponse, deadline: float) -> bytes:
-        """What has arrived (up to CHUNK), waiting no later than the deadline."""
-        sock = getattr(getattr(response, "connection", None), "sock", None)
-        if sock is not None:
-            sock.settimeout(self._left(deadline))
-        return response.read1(CHUNK)
+
+__all__ = ["Fetched", "Fetcher", "client_gone", "is_public"]

@@ -3,14 +3,15 @@
 In order: the URL form allowed at all (API keys need signed URLs or an explicit opt-in), the
 signature, the options, the source; then, for an If-None-Match of ours, the source revalidated
 (a conditional request to the origin, or a file's stat) and a 304 without a download; else the
-source read, the faces found where the answer needs them, the crop planned, rendered, faces
-hidden (anonymize=...), padded (fit=pad) and encoded in the negotiated format.
+source read (a fetch holds no model slot: gateway/url/admission.py), and, once it is here and its
+client still waits, one of the worker's in-flight slots taken: the faces found where the answer
+needs them, the crop planned, rendered, faces hidden (anonymize=...), padded (fit=pad) and encoded
+in the negotiated format.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 
 import numpy as np
 from facecrop_hiding import CONFIDENT, plausible
@@ -19,18 +20,20 @@ from flask.typing import ResponseReturnValue
 
 from gateway.answers import crop_headers, crop_json, crop_pixels, crop_plan, detect, encoded
 from gateway.decode import read_header, upright_size
-from gateway.encode import output_format
-from gateway.errors import ApiError, InvalidParameter, InvalidSignature, SourceNotAllowed
+from gateway.encode import AVIF_AUTO_MAX_SIDE, AVIF_MAX_SIDE
+from gateway.errors import ApiError, ClientGone, InvalidParameter, InvalidSignature, SourceNotAllowed
 from gateway.observe import note
 from gateway.url.caching import (
+    DEFAULT_MAX_AGE,
+    MIN_MAX_AGE,
     cache_control,
     conditions,
+    describe,
     error_cache_control,
     etag_validator,
-    make_etag,
     negotiate,
-    offered_validators,
 )
+from gateway.url.deadline import client_gone
 from gateway.url.options import UrlOptions, parse_url_options
 from gateway.url.signing import unsigned_path
 from gateway.url.sources import Source, file_validator, read_file, resolve_source
@@ -46,6 +49,7 @@ class Loaded:
     data: bytes | None
     validator: str
     cache_control: str | None = None  # the origin's
+    revalidated: bool = False  # the origin answered a conditional request with 304
 
 
 def request_tail() -> tuple[str, str]:
@@ -79,7 +83,8 @@ def cache_errors(response: Response) -> Response:
 
 
 def serve(tail: str, query: str) -> ResponseReturnValue:
-    settings = current_app.extensions["facecrop"].settings
+    services = current_app.extensions["facecrop"]
+    settings = services.settings
     if settings.api_keys and not settings.url_key and not settings.allow_unsigned_urls:
         raise InvalidSignature(
             "API keys are set: the URL form needs signed URLs (FACECROP_URL_KEY) or FACECROP_ALLOW_UNSIGNED_URLS=true"
@@ -93,19 +98,22 @@ def serve(tail: str, query: str) -> ResponseReturnValue:
     if options.onerror == "redirect" and source.origin is None and source.url:
         g.url_redirect = source.url  # an absolute source the allowlist passed; an origin's stays private
     fmt = negotiate(options.format, request.headers.get("Accept"))
-    tag_for = partial(make_etag, settings.model_name, source.identity, options.canonical, fmt)
+    public = describe(settings.model_name, f"{raw_source}?{query}", options.canonical, fmt)
     headers = {"Vary": "Accept"} if options.format == "auto" else {}
 
-    loaded = None
-    for validator in offered_validators(request.headers.get("If-None-Match")):
-        if request.if_none_match.contains_weak(tag_for(validator).strip('"')):
-            loaded = load(source, validator)
-            break
-    loaded = loaded or load(source)
-    headers |= {"ETag": tag_for(loaded.validator), "Cache-Control": cache_control(loaded.cache_control)}
+    offered = services.etags.offered(request.headers.get("If-None-Match"), public)
+    loaded = load(source, offered[0]) if offered else load(source)
+    default_age = MIN_MAX_AGE if loaded.revalidated else DEFAULT_MAX_AGE
+    headers |= {
+        "ETag": services.etags.seal(public, loaded.validator),
+        "Cache-Control": cache_control(loaded.cache_control, default_age),
+    }
     if loaded.data is None or request.if_none_match.contains_weak(headers["ETag"].strip('"')):
         note(not_modified=True)
         return Response(status=304, headers=headers)
+    if client_gone(request.environ.get("gunicorn.socket")):
+        raise ClientGone("the client closed its connection")
+    services.limit.admit()
     return render(loaded.data, options, fmt, headers)
 
 
@@ -121,9 +129,10 @@ def load(source: Source, validator: str | None = None) -> Loaded:
             data, version = read_file(source.path, services.settings.max_upload_bytes)
             return Loaded(data, f"f:{version}")
         assert source.url is not None
-        fetched = services.fetcher.get(source.url, source.origin, validator and conditions(validator))
+        client = request.environ.get("gunicorn.socket")
+        fetched = services.fetcher.get(source.url, source.origin, validator and conditions(validator), client)
     if not fetched.modified and validator is not None:
-        return Loaded(None, validator, fetched.cache_control)
+        return Loaded(None, validator, fetched.cache_control, revalidated=True)
     current = etag_validator(fetched.etag, fetched.last_modified, fetched.body)
     return Loaded(None if current == validator else fetched.body, current, fetched.cache_control)
 
@@ -146,5 +155,6 @@ def render(data: bytes, options: UrlOptions, fmt: str, headers: dict[str, str]) 
     if fmt == "json":
         return jsonify(crop_json(size, plan, faces)), 200, headers
     pixels = crop_pixels(data, result.image if result else None, plan, options.background, hidden)
-    out = output_format(None if fmt == "input" else {"baseline-jpeg": "jpeg"}.get(fmt, fmt), input_format)
-    return encoded(pixels, out, options.crop.quality, headers, progressive=fmt == "jpeg")
+    requested = None if fmt == "input" else {"baseline-jpeg": "jpeg"}.get(fmt, fmt)
+    avif_max_side = AVIF_AUTO_MAX_SIDE if options.format == "auto" else AVIF_MAX_SIDE
+    return encoded(pixels, requested, input_format, options.crop.quality, headers, fmt == "jpeg", avif_max_side)

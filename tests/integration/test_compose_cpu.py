@@ -8,6 +8,7 @@ every check goes through the proxy. Tests run in file order: scaling, a Triton s
 
 from __future__ import annotations
 
+import http.client
 import io
 import json
 import os
@@ -16,6 +17,7 @@ import subprocess
 import time
 from collections import Counter
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import pytest
 import requests
@@ -216,6 +218,50 @@ def test_the_proxy_caches_url_answers_by_accept_class(cpu_stack, pytestconfig):
         f"compose proxy cache: HIT p50 {sorted(hits)[len(hits) // 2] * 1000:.1f} ms over {len(hits)} requests, "
         f"gateway requests seen for them: {sum(seen.values()) - 2}"
     )
+
+
+# Accept headers that a regex over the raw header and a parser of the header read differently:
+# quoted and escaped types, q-values (0 refuses a type), cases, duplicates (sent as two headers).
+TRICKY_ACCEPTS = (
+    ['"image/a\\vif"'],
+    ['image/webp, "image/a\\vif"'],
+    ["image/avif;q=0"],
+    ["image/avif ; q = 0.0, image/webp"],
+    ["image/webp;q=0"],
+    ["IMAGE/AVIF"],
+    ["image/jpeg;q=1, image/avif;q=0.001"],
+    ["image/png", "image/avif"],
+    ["image/avif;q=0", "image/webp"],
+    ["*/*;q=0.8, image/avif;q=0, image/webp;q=0"],
+)
+CLASS_ACCEPTS = {"image/avif": "image/avif,image/webp,*/*", "image/webp": "image/webp,*/*", "image/jpeg": "*/*"}
+
+
+def get_with_accepts(url: str, accepts: list[str]) -> tuple[int, dict[str, str]]:
+    """GET with each of `accepts` as an Accept header of its own (requests cannot send two)."""
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    try:
+        connection.putrequest("GET", parts.path)
+        for accept in accepts:
+            connection.putheader("Accept", accept)
+        connection.endheaders()
+        response = connection.getresponse()
+        response.read()
+        return response.status, dict(response.getheaders())
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("accepts", TRICKY_ACCEPTS, ids=lambda accepts: " | ".join(accepts))
+def test_no_accept_header_poisons_the_proxy_cache(cpu_stack, accepts):
+    """Whatever the tricky request stored, each plain Accept of a class then gets its own format."""
+    image = f"{cpu_stack.url}/cdn-cgi/image/width={60 + TRICKY_ACCEPTS.index(accepts)},f=auto/astronaut.jpg"
+    status, _ = get_with_accepts(image, accepts)
+    assert status == 200
+    for answered, accept in CLASS_ACCEPTS.items():
+        response = requests.get(image, headers={"Accept": accept}, timeout=60)
+        assert response.headers["Content-Type"] == answered, (accept, response.headers["X-Cache-Status"])
 
 
 def test_requests_spread_over_three_gateways(cpu_stack, pytestconfig):

@@ -1,7 +1,6 @@
 """Operating the gateway: metrics, request ids and logs, API keys, overload, deadlines."""
 
 import io
-import json
 import re
 import time
 import uuid
@@ -11,8 +10,8 @@ import pytest
 import requests
 from PIL import Image, PngImagePlugin
 
-from local_triton.processes import BUILD_DIR, running_gateway
-from tests.support import photo
+from local_triton.processes import running_gateway
+from tests.support import gateway_log, log_line, photo
 
 ASTRONAUT = "demo/skimage_astronaut.jpg"
 
@@ -49,20 +48,6 @@ def test_metrics_count_requests_stages_and_faces(stack):
     assert metric(after, "facecrop_faces_per_image_count") >= 4
     assert "facecrop_in_flight_requests" in after
     assert metric(after, "facecrop_request_duration_seconds_bucket", endpoint="/v1/detect", le="+Inf") >= 3
-
-
-def gateway_log(name: str = "test") -> str:
-    return (BUILD_DIR / "logs" / f"{name}-gateway.log").read_text(errors="replace")
-
-
-def log_line(request_id: str, name: str = "test") -> dict:
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        for line in gateway_log(name).splitlines():
-            if request_id in line:
-                return json.loads(line)
-        time.sleep(0.1)
-    raise AssertionError(f"no log line for {request_id}")
 
 
 def test_request_ids_and_one_json_log_line_without_image_content(stack):

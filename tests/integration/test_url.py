@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import os
 import re
@@ -19,7 +20,7 @@ from PIL import Image
 
 from facecrop_client import image_url
 from gateway.config import Settings
-from gateway.url.caching import make_etag
+from gateway.url.caching import EtagSealer, describe
 from gateway.url.options import parse_url_options
 from local_triton.processes import child_pids, free_port, running_gateway
 from tests.origins import photo_origin, trap
@@ -27,7 +28,12 @@ from tests.support import ASTRONAUT, CROWD, STADIUM, model_statistics, photo, pn
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 KEY, SALT = "6b6579206f6620746865207465737473", "73616c74"
-TIMEOUTS = {"FACECROP_SOURCE_TIMEOUT_S": "3", "FACECROP_SOURCE_CONNECT_TIMEOUT_S": "1"}
+ETAG_SECRET = "5365637265742065746167206b6579"
+SHARED = {  # every gateway here: short fetch deadlines, and one ETag secret, as replicas share it
+    "FACECROP_SOURCE_TIMEOUT_S": "3",
+    "FACECROP_SOURCE_CONNECT_TIMEOUT_S": "1",
+    "FACECROP_ETAG_SECRET": ETAG_SECRET,
+}
 FACE_CROP = "width=256,height=256,fit=cover,gravity=face"
 
 
@@ -56,7 +62,7 @@ def scratch(tmp_path_factory) -> Path:
 
 
 def gateway(stack, scratch: Path, name: str, **env: str):
-    return running_gateway(stack.triton_grpc, {**TIMEOUTS, "TMPDIR": str(scratch), **env}, name=name)
+    return running_gateway(stack.triton_grpc, {**SHARED, "TMPDIR": str(scratch), **env}, name=name)
 
 
 @pytest.fixture(scope="module")
@@ -318,11 +324,57 @@ def test_weak_etags_revalidate_and_made_up_ones_cannot_break_a_request(public, o
     path = f"{FACE_CROP}/crowd.jpg"
     first = get(public.url, path)
     assert get(public.url, path, **{"If-None-Match": f"W/{first.headers['ETag']}"}).status_code == 304
-    # anyone can make a tag of ours that carries any validator (the digest covers public facts only)
-    canonical = parse_url_options(FACE_CROP).canonical
+    # who has the secret can seal any validator into a tag of ours: none of them breaks a request
+    public_parts = describe(Settings().model_name, "crowd.jpg?", parse_url_options(FACE_CROP).canonical, "input")
     for validator in ("e:caf\u00e9\u4e2d", "m:\u2028", "e:" + "x" * 5000):
-        forged = make_etag(Settings().model_name, f"{origin[0]}crowd.jpg", canonical, "input", validator)
+        forged = EtagSealer(bytes.fromhex(ETAG_SECRET)).seal(public_parts, validator)
         assert get(public.url, path, **{"If-None-Match": forged}).status_code == 200
+
+
+def test_an_etag_reveals_nothing_the_url_does_not(stack, originals, scratch, public, origin):
+    """The same file behind another private origin (another port) has the same ETag, so the tag
+    carries nothing of the origin's address; nor does it carry the origin's own validator, and
+    without the secret no tag can be made or checked."""
+    path = f"{FACE_CROP}/crowd.jpg"
+    first = get(public.url, path)
+    with photo_origin(originals) as (elsewhere, _):
+        env = {"FACECROP_ORIGIN": elsewhere, "FACECROP_ALLOWED_SOURCES": "*"}
+        with gateway(stack, scratch, "url-elsewhere", **env) as replica:
+            assert get(replica.url, path).headers["ETag"] == first.headers["ETag"]
+    origin_etag = requests.get(f"{origin[0]}crowd.jpg", timeout=10).headers["ETag"].strip('"')
+    tag = first.headers["ETag"].strip('"')
+    assert origin_etag not in tag
+    for part in tag.split("."):
+        assert origin_etag.encode() not in base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+    env = {"FACECROP_ORIGIN": origin[0], "FACECROP_ETAG_SECRET": "00" * 16}
+    with gateway(stack, scratch, "url-other-secret", **env) as other:
+        again = get(other.url, path, **{"If-None-Match": first.headers["ETag"]})
+        assert again.status_code == 200 and again.headers["ETag"] != first.headers["ETag"]
+
+
+def test_a_304_without_cache_control_from_the_origin_keeps_the_least_max_age(public, origin):
+    path = f"{FACE_CROP}/bare304/astronaut.jpg"
+    first = get(public.url, path)
+    assert first.headers["Cache-Control"] == "public, max-age=3600"
+    origin[1].max_age = 7200
+    try:
+        first = get(public.url, path)
+        again = get(public.url, path, **{"If-None-Match": first.headers["ETag"]})
+    finally:
+        origin[1].max_age = 3600
+    assert first.headers["Cache-Control"] == "public, max-age=7200"
+    assert again.status_code == 304 and again.headers["Cache-Control"] == "public, max-age=3600"
+
+
+def test_errors_repeat_no_name_from_the_origin_s_redirects(public, private, origin):
+    for target in (
+        "http://internal-secret..example/x.jpg",
+        "http://[internal-secret/x.jpg",
+        "gopher://internal-secret/",
+    ):
+        for gateway_ in (public, private):
+            response = get(gateway_.url, f"width=64/{origin[0]}redirect?to={target}")
+            assert response.status_code in (403, 502) and "internal-secret" not in response.text, response.text
 
 
 def test_a_redirect_to_a_malformed_url_is_502(public):

@@ -328,7 +328,13 @@ def test_without_an_avif_encoder_webp_is_answered(monkeypatch):
     monkeypatch.setattr("gateway.encode.AVIF_AVAILABLE", False)
     assert negotiate("auto", "image/avif,image/webp") == "webp"
     assert negotiate(None, "image/avif") == "input"
-    assert output_format("avif", "JPEG") == "webp"
+    assert output_format("avif", "JPEG", (64, 64)) == "webp"
+
+
+def test_avif_outputs_are_bounded_as_cloudflare_bounds_them():
+    assert output_format("avif", "JPEG", (1600, 900)) == "avif"
+    assert output_format("avif", "JPEG", (900, 1601)) == "webp"
+    assert output_format("avif", "JPEG", (1201, 900), avif_max_side=1200) == "webp"
 
 
 @pytest.mark.parametrize(
