@@ -3,13 +3,17 @@
 import contextlib
 import json
 import os
+import shutil
 import signal
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 import requests
+from prometheus_client.mmap_dict import MmapedDict
 
 from local_triton.processes import (
     BUILD_DIR,
@@ -110,9 +114,28 @@ def test_triton_stopped_while_requests_flow(tmp_path):
     assert ready.status_code == 503 and ready.json()["error"]["code"] == "backend_unavailable"
 
 
+def in_flight(metrics_dir: Path, pid: int) -> int:
+    """The requests worker `pid` is handling now, from its own file of Prometheus' multiprocess gauges."""
+    path = metrics_dir / f"gauge_livesum_{pid}.db"
+    if not path.exists():
+        return 0
+    values = MmapedDict.read_all_values_from_file(str(path))
+    return round(sum(value for key, value, *_ in values if "facecrop_in_flight_requests" in key))
+
+
 def test_a_killed_worker_is_replaced_and_requests_succeed_again():
+    """Triton paused (SIGSTOP), requests pile up in both workers: one worker is killed while it
+    holds some, Triton resumes; the killed worker's requests are lost (a closed connection), every
+    one of the survivor's is answered 200, and the service answers again once it is replaced."""
     data = photo("demo/widertest_20_Family_Group_Family_Group_20_435.jpg").read_bytes()
-    with running_stack("workers", {"FACECROP_WORKERS": "2"}, intra_op_threads=1) as stack:
+    metrics_dir = Path(tempfile.mkdtemp(prefix="facecrop-test-metrics-", dir="/dev/shm"))
+    env = {"FACECROP_WORKERS": "2", "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
+    with (
+        contextlib.ExitStack() as cleanup,
+        running_stack("workers", env, intra_op_threads=1) as stack,
+        ThreadPoolExecutor(16) as pool,
+    ):
+        cleanup.callback(shutil.rmtree, metrics_dir, ignore_errors=True)
         old = child_pids(stack.gateway_process.pid)
         assert len(old) == 2
         # its shared-memory regions for Triton (FACECROP_TRITON_SHM=auto), made once the worker has
@@ -121,17 +144,29 @@ def test_a_killed_worker_is_replaced_and_requests_succeed_again():
         while not regions_of([old[0]]):
             assert time.monotonic() < deadline, "the worker made no shared-memory regions"
             time.sleep(0.1)
-        with ThreadPoolExecutor(4) as pool:
-            pending = [
-                pool.submit(requests.post, f"{stack.gateway}/v1/detect", files={"image": data}, timeout=30)
-                for _ in range(4)
-            ]
-            time.sleep(0.05)
-            os.kill(old[0], signal.SIGKILL)  # mid-request: four are in flight on two workers
-            for future in pending:
-                # the request on the killed worker may be lost; the service must not be
-                with contextlib.suppress(requests.RequestException):
-                    future.result()
+        os.kill(stack.triton_process.pid, signal.SIGSTOP)
+        try:
+            pending = []
+            while min(in_flight(metrics_dir, pid) for pid in old) == 0:  # until both hold a request
+                assert len(pending) < 16, "16 requests and still a worker without one"
+                pending.append(
+                    pool.submit(requests.post, f"{stack.gateway}/v1/detect", files={"image": data}, timeout=60)
+                )
+                deadline = time.monotonic() + 10
+                while sum(in_flight(metrics_dir, pid) for pid in old) < len(pending):
+                    assert time.monotonic() < deadline, "a request never reached a worker"
+                    time.sleep(0.02)
+            survivors = in_flight(metrics_dir, old[1])
+            os.kill(old[0], signal.SIGKILL)  # mid-request: it holds at least one
+        finally:
+            os.kill(stack.triton_process.pid, signal.SIGCONT)
+        answered, lost = [], 0
+        for future in pending:
+            try:
+                answered.append(future.result().status_code)
+            except requests.ConnectionError:
+                lost += 1  # the killed worker's: its connection closed without an answer
+        assert answered == [200] * survivors and lost == len(pending) - survivors, (answered, lost)
         deadline = time.monotonic() + 30
         while (
             sorted(child_pids(stack.gateway_process.pid)) == sorted(old)

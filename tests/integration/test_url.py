@@ -179,6 +179,17 @@ def test_a_redirect_from_the_origin_to_a_private_address_is_refused(public, priv
     assert ok.status_code == 200
 
 
+def test_the_trusted_origin_is_trusted_for_its_own_port_only(public, origin):
+    """The origin (FACECROP_ORIGIN, on loopback) may be private; the same host on another port is
+    not the origin: a redirect there, or an absolute source there, is refused before connecting."""
+    with trap() as caught:
+        target = f"http://127.0.0.1:{caught.port}/x.jpg"
+        error_of(get(public.url, f"width=64/redirect?to={target}"), 403, "source_not_allowed")
+        error_of(get(public.url, f"width=64/{target}"), 403, "source_not_allowed")
+        assert caught.connections() == 0
+    assert get(public.url, "width=64/astronaut.jpg").status_code == 200
+
+
 def test_credentials_other_schemes_and_too_many_redirects(public, private, origin):
     error_of(get(public.url, "width=64/http://user:secret@example.com/x.jpg"), 403, "source_not_allowed")
     for source in ("file:///etc/passwd", "ftp://example.com/x.jpg", "gopher://127.0.0.1/x"):
