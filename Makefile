@@ -5,6 +5,11 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 MODEL := model_repository/retinaface_uint8/1/model.onnx
+# Installed from Debian where missing (as root): the demo page's browser, the gateway's allocator,
+# ICC profiles for the colour tests.
+CHROMIUM := /usr/bin/chromium
+JEMALLOC := build/.jemalloc
+PROFILES := build/.icc-profiles
 
 .PHONY: serve stop test lint bench profile soak model venv clean gpu-check up-cpu down-cpu
 
@@ -24,22 +29,28 @@ $(MODEL): $(VENV)/.installed scripts/fetch_model.py
 
 model: $(MODEL)
 
-# Real Triton (HTTP 8000, gRPC 8001, metrics 8002) + gateway (8080), until Ctrl-C or `make stop`.
-serve: $(MODEL)
+# Real Triton (HTTP 8000, gRPC 8001, metrics 8002) + gateway (8080), until Ctrl-C or `make stop`,
+# with the allocator production runs (jemalloc, as in the gateway image).
+serve: $(MODEL) $(JEMALLOC)
 	$(PY) -m local_triton.serve
 
 stop:
 	@if [ -f build/serve.pid ]; then kill $$(cat build/serve.pid) && echo "stopping facecrop"; else echo "facecrop is not running"; fi
 
 # Debian's Chromium, for the demo page's end-to-end test (Playwright drives it).
-CHROMIUM := /usr/bin/chromium
 $(CHROMIUM):
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
 
 # Debian's jemalloc, preloaded into the gateway's processes where present (local_triton/allocators.py).
-JEMALLOC := build/.jemalloc
 $(JEMALLOC):
 	@ldconfig -p | grep -q libjemalloc.so.2 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libjemalloc2)
+	@mkdir -p build && touch $@
+
+# Debian's ICC profiles for the colour tests and benchmarks: colord-data's wide-gamut RGB ones (Adobe
+# RGB, ProPhoto, the red/green swap), libgs-common's CMYK (SWOP) and grey ones.
+$(PROFILES):
+	@[ -f /usr/share/color/icc/colord/AdobeRGB1998.icc ] && [ -f /usr/share/color/icc/ghostscript/default_cmyk.icc ] \
+		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends colord-data libgs-common)
 	@mkdir -p build && touch $@
 
 # Lint, format and types first (seconds), then every test.
@@ -48,10 +59,10 @@ lint: $(VENV)/.installed
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 
-test: lint $(MODEL) $(CHROMIUM) $(JEMALLOC)
+test: lint $(MODEL) $(CHROMIUM) $(JEMALLOC) $(PROFILES)
 	$(PY) -m pytest
 
-bench: $(MODEL) $(JEMALLOC)
+bench: $(MODEL) $(JEMALLOC) $(PROFILES)
 	$(PY) -m bench --results build/bench-results.md
 
 # Where the gateway's CPU goes, per photo class (py-spy): collapsed stacks in build/profile/, top functions printed.
@@ -60,7 +71,7 @@ profile: $(MODEL)
 
 # A mixed day (20,000 requests) on loopback: every worker's memory sampled, plotted (build/soak.png)
 # and judged; `make soak SOAK_ARGS="--allocators glibc,jemalloc,mimalloc"` compares allocators.
-soak: $(MODEL) $(JEMALLOC)
+soak: $(MODEL) $(JEMALLOC) $(PROFILES)
 	$(PY) -m bench.soak $(SOAK_ARGS)
 
 # On a GPU host: brings up the production compose stack and checks it step by step (deploy/gpu_check.py).

@@ -1,5 +1,7 @@
 """What the endpoints answer, shared by the upload API (api.py) and the URL form (url/views.py): the
-detection and its log fields, the crop's plan, pixels, headers and JSON, and encoded pictures."""
+detection and its log fields, the crop's plan, pixels, headers and JSON, and encoded pictures.
+Pixels go out as sRGB (gateway/imaging/colour.py), with X-Color-Profile saying what was done where
+the source had a profile: `converted`, `srgb` (it was sRGB's), or `ignored` (unreadable: taken as sRGB)."""
 
 from __future__ import annotations
 
@@ -10,19 +12,23 @@ from facecrop_hiding import Hiding, hide_faces
 from flask import Response, current_app, g
 
 from gateway.crop import CropPlan, pad_to, plan_crop, render_crop, source_scale
-from gateway.decode import DecodedImage, decode_image, read_header
+from gateway.decode import DecodedImage, ImageHeader, decode_image, read_header
 from gateway.encode import AVIF_MAX_SIDE, CONTENT_TYPES, encode_image, output_format
 from gateway.errors import OutputTooLarge
+from gateway.imaging.colour import to_srgb
 from gateway.observe import note
 from gateway.params import CropOptions, DetectOptions
 from gateway.pipeline import DetectionResult, run_detection, with_resolution
 from gateway.postprocess import face_objects
 
 
-def detect(data: bytes, options: DetectOptions) -> tuple[DetectionResult, list[dict]]:
-    """Every face found in the image, and the face objects of the first `max_faces`."""
+def detect(
+    data: bytes, options: DetectOptions, header: ImageHeader | None = None
+) -> tuple[DetectionResult, list[dict]]:
+    """Every face found in the image (its `header` read already, where given), and the face objects
+    of the first `max_faces`."""
     services = current_app.extensions["facecrop"]
-    result = run_detection(data, services.model, services.settings, options, g.timer)
+    result = run_detection(data, services.model, services.settings, options, g.timer, header)
     image = {**image_size(result.image.size), "format": result.image.format}
     note(image=image, faces=len(result.detections), tiles=result.tiles)
     return result, face_objects(result.detections[: options.max_faces], options.landmarks)
@@ -62,28 +68,52 @@ def crop_pixels(
     plan: CropPlan,
     background: tuple[int, int, int] = (255, 255, 255),
     hidden: tuple[np.ndarray, Hiding] | None = None,
-) -> np.ndarray:
-    """The answer's pixels: the region cut from a decode with the resolution it needs (`image`, the
-    detection's, where it has enough; else `data` decoded again), resized, its `hidden` faces
-    (corner boxes in original pixels) hidden, padded to the canvas."""
+    header: ImageHeader | None = None,
+) -> tuple[np.ndarray, dict[str, str]]:
+    """The answer's pixels and their colour header: the region cut from a decode with the
+    resolution it needs (`image`, the detection's, where it has enough; else `data` decoded again,
+    its `header` read already where given), resized, its `hidden` faces (corner boxes in original
+    pixels) hidden, made sRGB, padded to the canvas."""
     settings, timer = current_app.extensions["facecrop"].settings, g.timer
     if image is None:
-        with timer.stage("decode"):
-            header = read_header(data, settings.max_pixels)
+        if header is None:
+            with timer.stage("decode"):
+                header = read_header(data, settings.max_pixels, settings.max_side)
         image = decode_image(data, header, source_scale(plan), timer)
     else:
         image = with_resolution(image, source_scale(plan), data, settings, timer)
     with timer.stage("crop"):
-        pixels = render_crop(image, plan)
+        cut = render_crop(image, plan)
+    return finished_crop(cut, image, plan, background, hidden)
+
+
+def finished_crop(
+    cut: np.ndarray,
+    image: DecodedImage,
+    plan: CropPlan,
+    background: tuple[int, int, int],
+    hidden: tuple[np.ndarray, Hiding] | None,
+) -> tuple[np.ndarray, dict[str, str]]:
+    """A region of `image` resized as `plan` says (`cut`), its `hidden` faces hidden, made sRGB and
+    padded to the canvas; with its colour header."""
     if hidden is not None and len(hidden[0]):
         boxes, hiding = hidden
         r = plan.region
         scale = np.array([plan.output[0] / r.width, plan.output[1] / r.height] * 2)
-        with timer.stage("anonymize"):
-            pixels = hide_faces(pixels.copy(), (boxes - [r.x, r.y, r.x, r.y]) * scale, hiding)
+        with g.timer.stage("anonymize"):
+            cut = hide_faces(cut.copy(), (boxes - [r.x, r.y, r.x, r.y]) * scale, hiding)
+    pixels, colour = as_srgb(cut, image)
     if plan.canvas is not None:
         pixels = pad_to(pixels, plan.canvas, background)
-    return pixels
+    return pixels, colour
+
+
+def as_srgb(pixels: np.ndarray, image: DecodedImage) -> tuple[np.ndarray, dict[str, str]]:
+    """`pixels` taken from `image`, in sRGB, and X-Color-Profile where the source had a profile."""
+    with g.timer.stage("colour"):
+        pixels, done = to_srgb(pixels, image.icc)
+    done = done or image.colour
+    return pixels, {"X-Color-Profile": done} if done else {}
 
 
 def encoded(
@@ -94,11 +124,12 @@ def encoded(
     headers: dict[str, str],
     progressive: bool = False,
     avif_max_side: int = AVIF_MAX_SIDE,
+    exif: bytes = b"",
 ) -> Response:
     """The picture as the response body, in the `requested` format (encode.output_format settles
-    it), encoded without metadata."""
+    it), encoded without metadata but `exif` in a JPEG."""
     height, width = pixels.shape[:2]
     fmt = output_format(requested, input_format, (width, height), avif_max_side)
     with g.timer.stage("encode"):
-        body = encode_image(pixels, fmt, quality, progressive)
+        body = encode_image(pixels, fmt, quality, progressive, exif)
     return Response(body, content_type=CONTENT_TYPES[fmt], headers=headers)

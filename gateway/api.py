@@ -5,7 +5,7 @@ from __future__ import annotations
 from facecrop_hiding import hide_faces, plausible, regions
 from flask import Blueprint, current_app, g, jsonify, request
 
-from gateway.answers import crop_headers, crop_json, crop_pixels, crop_plan, detect, encoded, image_size
+from gateway.answers import as_srgb, crop_headers, crop_json, crop_pixels, crop_plan, detect, encoded, image_size
 from gateway.params import (
     ANONYMIZE_PARAMETERS,
     CROP_PARAMETERS,
@@ -38,8 +38,8 @@ def crop():
     headers = crop_headers(plan, result)
     if options.format == "json":
         return jsonify(crop_json(result.image.size, plan, faces)), 200, headers
-    pixels = crop_pixels(data, result.image, plan)
-    return encoded(pixels, options.format, result.image.format, options.quality, headers)
+    pixels, colour = crop_pixels(data, result.image, plan)
+    return encoded(pixels, options.format, result.image.format, options.quality, headers | colour)
 
 
 @bp.post("/v1/anonymize")
@@ -59,4 +59,5 @@ def anonymize_faces():
     full = with_resolution(result.image, 1.0, data, settings, g.timer)
     with g.timer.stage("anonymize"):
         pixels = hide_faces(full.pixels, hidden.boxes, options)
-    return encoded(pixels, options.format, result.image.format, options.quality, headers)
+    pixels, colour = as_srgb(pixels, full)
+    return encoded(pixels, options.format, result.image.format, options.quality, headers | colour)

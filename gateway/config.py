@@ -23,7 +23,8 @@ class Settings:
     target_size: int = 1024
     pad_multiple: int = 256
     max_upload_bytes: int = 20 * 1024 * 1024
-    max_pixels: int = 50_000_000
+    max_pixels: int = 100_000_000
+    max_side: int = 12_000
     infer_timeout_s: float = 10.0
     ready_timeout_s: float = 1.0
     max_in_flight: int = 16
@@ -58,7 +59,9 @@ class Settings:
         FACECROP_TARGET_SIZE       long side, in pixels, images are scaled to (1024)
         FACECROP_PAD_MULTIPLE      short side padded up to a multiple of this (256)
         FACECROP_MAX_UPLOAD_BYTES  largest accepted request body (20 MiB)
-        FACECROP_MAX_PIXELS        largest accepted width x height, from the header (50,000,000)
+        FACECROP_MAX_PIXELS        largest accepted width x height, from the header
+                                   (100,000,000: Cloudflare's)
+        FACECROP_MAX_SIDE          longest accepted side, from the header (12,000: Cloudflare's)
         FACECROP_INFER_TIMEOUT_S   deadline of one Triton inference call (10)
         FACECROP_READY_TIMEOUT_S   deadline of Triton's readiness check behind /readyz (1)
         FACECROP_MAX_IN_FLIGHT     API requests one worker process handles at once; more get
@@ -103,6 +106,7 @@ class Settings:
             pad_multiple=int(environ.get("FACECROP_PAD_MULTIPLE", cls.pad_multiple)),
             max_upload_bytes=int(environ.get("FACECROP_MAX_UPLOAD_BYTES", cls.max_upload_bytes)),
             max_pixels=int(environ.get("FACECROP_MAX_PIXELS", cls.max_pixels)),
+            max_side=int(environ.get("FACECROP_MAX_SIDE", cls.max_side)),
             infer_timeout_s=float(environ.get("FACECROP_INFER_TIMEOUT_S", cls.infer_timeout_s)),
             ready_timeout_s=float(environ.get("FACECROP_READY_TIMEOUT_S", cls.ready_timeout_s)),
             max_in_flight=int(environ.get("FACECROP_MAX_IN_FLIGHT", cls.max_in_flight)),

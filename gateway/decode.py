@@ -3,8 +3,13 @@
 JPEGs are decoded only at the resolution the work needs: libjpeg scales by 1/2, 1/4 or 1/8
 inside the DCT (a proper low-pass, and far fewer pixels to produce), so a 12-megapixel phone
 photo for a 1024-pixel detection is decoded at 2016x1512, never at full size. Other formats
-are decoded in full. EXIF orientation is applied only when upright pixels are asked for: the
-model's input is resized from the stored pixels and only the small result turned upright.
+are decoded in full (gateway/imaging/formats.py: AVIF and HEIF by Pillow's plugins). EXIF
+orientation is applied only when upright pixels are asked for: the model's input is resized from
+the stored pixels and only the small result turned upright.
+
+The pixels keep the source's colour (its ICC profile rides along, for what goes out: the model
+sees them as they are), except CMYK JPEGs, converted to sRGB as they are decoded
+(gateway/imaging/colour.py).
 """
 
 from __future__ import annotations
@@ -20,10 +25,12 @@ import numpy as np
 from PIL import Image
 
 from gateway.errors import ImageTooLarge, UnsupportedImage
+from gateway.imaging.colour import cmyk_to_srgb
+from gateway.imaging.formats import ANIMATED_FORMATS, SUPPORTED_FORMATS, colour_profile
 from gateway.timing import StageTimer
 
-SUPPORTED_FORMATS = frozenset({"JPEG", "PNG", "WEBP", "BMP", "GIF", "TIFF"})
 EXIF_ORIENTATION_TAG = 0x0112
+MAX_SIDE = 12_000  # Cloudflare's limit on each side of a source (FACECROP_MAX_SIDE)
 
 
 @dataclass(frozen=True)
@@ -32,6 +39,10 @@ class ImageHeader:
     width: int
     height: int
     orientation: int
+    icc: bytes | None = None  # the ICC profile the pixels are in (None: sRGB)
+    exif: bytes = b""  # the source's EXIF block, for outputs that keep some of it (gateway/imaging/metadata.py)
+    cmyk: bool = False  # a CMYK JPEG: converted to sRGB as it is decoded
+    animated: bool = False  # a GIF or WebP of more than one frame
 
 
 JPEG_REDUCTIONS = {
@@ -50,6 +61,8 @@ class DecodedImage:
     format: str  # the container format, as Pillow names it: JPEG, PNG, WEBP, ...
     size: tuple[int, int]  # (W, H) of the upright original: the coordinates the API answers in
     orientation: int = 1  # EXIF orientation (1-8) of `stored`
+    icc: bytes | None = None  # the ICC profile `stored` is in (None: sRGB), converted on the way out
+    colour: str | None = None  # what was done to the colour already (CMYK: converted as decoded)
 
     @cached_property
     def pixels(self) -> np.ndarray:
@@ -73,25 +86,36 @@ class DecodedImage:
         return self.shape[::-1] == self.size
 
 
-def read_header(data: bytes, max_pixels: int) -> ImageHeader:
-    """Format, size and EXIF orientation from the header alone; nothing is decoded yet."""
+def read_header(data: bytes, max_pixels: int, max_side: int = MAX_SIDE) -> ImageHeader:
+    """Format, size, EXIF orientation and colour from the header alone; nothing is decoded yet."""
     if not data:
         raise UnsupportedImage("the upload is empty")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(data)) as image:
-                header = ImageHeader(image.format or "", image.width, image.height, _orientation(image))
+                header = ImageHeader(
+                    image.format or "",
+                    image.width,
+                    image.height,
+                    _orientation(image),
+                    icc=colour_profile(image, data),
+                    exif=bytes(image.info.get("exif") or b""),
+                    cmyk=image.mode == "CMYK",
+                    animated=image.format in ANIMATED_FORMATS and bool(getattr(image, "is_animated", False)),
+                )
     except Image.DecompressionBombError:
         raise ImageTooLarge(f"the image declares more than {max_pixels} pixels") from None
     except Exception:  # Pillow raises many types for bytes that are not an image
-        raise UnsupportedImage("the upload is not a readable JPEG, PNG, WebP, BMP, GIF or TIFF image") from None
+        raise UnsupportedImage(f"the upload is not a readable image ({', '.join(sorted(SUPPORTED_FORMATS))})") from None
     if header.format not in SUPPORTED_FORMATS:
         raise UnsupportedImage(f"image format {header.format or 'unknown'} is not supported")
     if header.width < 1 or header.height < 1:
         raise UnsupportedImage("the image has no pixels")
-    if header.width * header.height > max_pixels:
-        raise ImageTooLarge(f"{header.width}x{header.height} is more than the limit of {max_pixels} pixels")
+    if header.width * header.height > max_pixels or max(header.width, header.height) > max_side:
+        raise ImageTooLarge(
+            f"{header.width}x{header.height} is more than the limits of {max_pixels} pixels and {max_side} a side"
+        )
     return header
 
 
@@ -141,7 +165,7 @@ def jpeg_reduction(header: ImageHeader, min_scale: float) -> int:
 
 def decode_pixels(data: bytes, reduction: int = 1) -> np.ndarray:
     """Decode to 8-bit BGR as stored (no orientation), a JPEG at 1/`reduction` of each side:
-    OpenCV first, Pillow for the rest (GIF)."""
+    OpenCV first, Pillow for the rest (GIF, AVIF, HEIF)."""
     flags = JPEG_REDUCTIONS[reduction] | cv2.IMREAD_IGNORE_ORIENTATION
     pixels = cv2.imdecode(np.frombuffer(data, np.uint8), flags)
     if pixels is not None:
@@ -154,11 +178,31 @@ def decode_pixels(data: bytes, reduction: int = 1) -> np.ndarray:
     return cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR)
 
 
+def decode_cmyk(data: bytes, reduction: int = 1) -> tuple[np.ndarray, str]:
+    """A CMYK JPEG decoded at 1/`reduction` of each side (as libjpeg scales it) and converted to
+    BGR sRGB, with what was done to its colour."""
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            image.draft("CMYK", (image.width // reduction, image.height // reduction))
+            image.load()
+            return cmyk_to_srgb(image)
+    except Exception:
+        raise UnsupportedImage("the image data is corrupt or truncated") from None
+
+
 def decode_image(
     data: bytes, header: ImageHeader, min_scale: float = 1.0, timer: StageTimer | None = None
 ) -> DecodedImage:
     """Decode the image `read_header` checked, a JPEG reduced as far as `min_scale` (the fraction
     of each side the work needs) allows; the pixels are turned upright on first use."""
+    reduction = jpeg_reduction(header, min_scale)
     with (timer or StageTimer()).stage("decode"):
-        stored = decode_pixels(data, jpeg_reduction(header, min_scale))
-    return DecodedImage(stored=stored, format=header.format, size=upright_size(header), orientation=header.orientation)
+        stored, colour = decode_cmyk(data, reduction) if header.cmyk else (decode_pixels(data, reduction), None)
+    return DecodedImage(
+        stored=stored,
+        format=header.format,
+        size=upright_size(header),
+        orientation=header.orientation,
+        icc=None if header.cmyk else header.icc,
+        colour=colour,
+    )

@@ -1,4 +1,6 @@
-"""BGR pixels to JPEG, PNG, WebP or AVIF bytes (no metadata, so no EXIF orientation tag).
+"""BGR pixels to JPEG, PNG, WebP, AVIF or GIF bytes; no metadata but a JPEG's EXIF block where one
+is given (gateway/imaging/metadata.py: its orientation is always 1). Animations are
+gateway/imaging/animation.py's.
 
 AVIF comes from Pillow's own libavif (its wheels, pinned in gateway/requirements.lock, carry it);
 where a Pillow lacks it, AVIF_AVAILABLE is false and format negotiation falls back to WebP.
@@ -12,8 +14,16 @@ import cv2
 import numpy as np
 from PIL import Image, features
 
-CONTENT_TYPES = {"jpeg": "image/jpeg", "png": "image/png", "webp": "image/webp", "avif": "image/avif"}
-ENCODABLE_INPUTS = {"JPEG": "jpeg", "PNG": "png", "WEBP": "webp"}
+from gateway.imaging.animation import encode_animation
+
+CONTENT_TYPES = {
+    "jpeg": "image/jpeg",
+    "png": "image/png",
+    "webp": "image/webp",
+    "avif": "image/avif",
+    "gif": "image/gif",
+}
+ENCODABLE_INPUTS = {"JPEG": "jpeg", "PNG": "png", "WEBP": "webp", "AVIF": "avif"}
 AVIF_AVAILABLE = features.check("avif")
 AVIF_SPEED = 8  # libavif's 0 (slowest, smallest) to 10: 2.3x faster than its default 6, files 1 % larger
 # Cloudflare's bound on AVIF's cost: at most 1,600 pixels on the longer side where AVIF was asked
@@ -25,20 +35,22 @@ AVIF_AUTO_MAX_SIDE = 1200
 def output_format(
     requested: str | None, input_format: str, size: tuple[int, int], avif_max_side: int = AVIF_MAX_SIDE
 ) -> str:
-    """The requested format, else the input's when it is JPEG, PNG or WebP, else jpeg; AVIF as WebP
+    """The requested format, else the input's when it is JPEG, PNG, WebP or AVIF, else jpeg; AVIF as WebP
     where no encoder is here or the output's (W, H) `size` has a side over `avif_max_side`."""
     if requested == "avif" and (not AVIF_AVAILABLE or max(size) > avif_max_side):
         return "webp"
     return requested or ENCODABLE_INPUTS.get(input_format, "jpeg")
 
 
-def encode_image(pixels: np.ndarray, fmt: str, quality: int, progressive: bool = False) -> bytes:
+def encode_image(pixels: np.ndarray, fmt: str, quality: int, progressive: bool = False, exif: bytes = b"") -> bytes:
     """Encode upright BGR pixels; `quality` (1-100) applies to jpeg, webp and avif; `progressive`
-    makes an interlaced JPEG."""
+    makes an interlaced JPEG, `exif` (an EXIF block) goes into a JPEG's APP1."""
     if fmt == "avif":
         buffer = io.BytesIO()
         Image.fromarray(cv2.cvtColor(pixels, cv2.COLOR_BGR2RGB)).save(buffer, "AVIF", quality=quality, speed=AVIF_SPEED)
         return buffer.getvalue()
+    if fmt == "gif":
+        return encode_animation([pixels], [0], 1, "gif", quality)
     flags = {
         "jpeg": [cv2.IMWRITE_JPEG_QUALITY, quality, cv2.IMWRITE_JPEG_PROGRESSIVE, int(progressive)],
         "webp": [cv2.IMWRITE_WEBP_QUALITY, quality],
@@ -47,4 +59,15 @@ def encode_image(pixels: np.ndarray, fmt: str, quality: int, progressive: bool =
     ok, encoded = cv2.imencode(f".{fmt}", pixels, flags)
     if not ok:
         raise ValueError(f"OpenCV could not encode {pixels.shape} pixels as {fmt}")
+    if fmt == "jpeg" and exif:
+        return with_app1(encoded.tobytes(), exif)
     return encoded.tobytes()
+
+
+def with_app1(jpeg: bytes, exif: bytes) -> bytes:
+    """`jpeg` with an APP1 segment holding `exif`, after its JFIF APP0 (or its start of image); as
+    it is where `exif` is larger than a segment can hold."""
+    if len(exif) + 2 > 0xFFFF:
+        return jpeg
+    at = 4 + int.from_bytes(jpeg[4:6], "big") if jpeg[2:4] == b"\xff\xe0" else 2
+    return jpeg[:at] + b"\xff\xe1" + (len(exif) + 2).to_bytes(2, "big") + exif + jpeg[at:]

@@ -50,7 +50,7 @@ class InvalidParameter(ApiError):
 
 class UnsupportedImage(ApiError):
     status, code = 415, "unsupported_image"
-    summary = "not a readable JPEG, PNG, WebP, BMP, GIF or TIFF image"
+    summary = "not a readable JPEG, PNG, WebP, AVIF, HEIC/HEIF, GIF, BMP or TIFF image"
 
 
 class PayloadTooLarge(ApiError):

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gateway.config import Settings
-from gateway.decode import DecodedImage, apply_orientation, decode_image, read_header, upright_size
+from gateway.decode import DecodedImage, ImageHeader, apply_orientation, decode_image, read_header, upright_size
 from gateway.model import Model
 from gateway.params import DetectOptions
 from gateway.postprocess import Detections, candidates, finish, tiled_candidates
@@ -33,6 +33,7 @@ AUTO_MIN_SCORE = 0.5
 # where a crop goes are the large ones; measured on every labeled set, crops frame the same share
 # of faces as at 1024 (README, "Serve by URL"), for less than half the model's work.
 FAST_SIZE = 640
+MAX_BATCH = 16  # images in one call: the model's max_batch_size (model_repository/*/config.pbtxt)
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,12 @@ class DetectionResult:
 
 
 def run_detection(
-    data: bytes, model: Model, settings: Settings, options: DetectOptions, timer: StageTimer | None = None
+    data: bytes,
+    model: Model,
+    settings: Settings,
+    options: DetectOptions,
+    timer: StageTimer | None = None,
+    header: ImageHeader | None = None,
 ) -> DetectionResult:
     """Detect faces in encoded image bytes with `model`: the standard pass (at FAST_SIZE with
     detail=fast), and the tiled pass with detail=high (both in flight at once) or with detail=auto
@@ -59,10 +65,11 @@ def run_detection(
     tiled pass's (detail=auto decodes again, larger, only where it tiles).
     """
     timer = timer or StageTimer()
-    with timer.stage("decode"):
-        header = read_header(data, settings.max_pixels)
+    if header is None:
+        with timer.stage("decode"):
+            header = read_header(data, settings.max_pixels, settings.max_side)
     width, height = upright_size(header)
-    target = min(FAST_SIZE, settings.target_size) if options.detail == "fast" else settings.target_size
+    target = standard_size(options, settings)
     standard = scale_for(height, width, target)
     tiled = tiled_scale(height, width, target) if options.detail in ("auto", "high") else None
     both_at_once = options.detail == "high"  # where there is a tiled pass
@@ -93,6 +100,33 @@ def run_detection(
             faces = Detections.concatenate([faces, tiled_faces])
         detections = finish(faces, (height, width), options)
     return DetectionResult(image=image, detections=detections, tiles=tiles)
+
+
+def standard_size(options: DetectOptions, settings: Settings) -> int:
+    """The standard pass's long side: FACECROP_TARGET_SIZE, or FAST_SIZE with detail=fast."""
+    return min(FAST_SIZE, settings.target_size) if options.detail == "fast" else settings.target_size
+
+
+def detect_frames(
+    frames: list[np.ndarray], model: Model, settings: Settings, options: DetectOptions, timer: StageTimer
+) -> list[Detections]:
+    """Every face in each of `frames` (upright BGR pixels of one size: an animation's), by the
+    standard pass alone, MAX_BATCH frames to a call."""
+    height, width = frames[0].shape[:2]
+    plan = plan_input(height, width, standard_size(options, settings), settings.pad_multiple)
+    found: list[Detections] = []
+    for start in range(0, len(frames), MAX_BATCH):
+        chunk = frames[start : start + MAX_BATCH]
+        with model.batch(batch_shape(len(chunk), plan.size, settings.wire)) as batch:
+            for slot, frame in zip(batch.tensor, chunk):
+                fill_input(slot, frame, plan.scale, settings.wire, timer)
+            with timer.stage("infer"):
+                outputs = batch.run()
+        with timer.stage("postprocess"):
+            for output in outputs:
+                faces = candidates(output, plan.size, options.min_confidence / 100).scaled((0, 0), plan.scale)
+                found.append(finish(faces, (height, width), options))
+    return found
 
 
 def needs_tiles(standard: Detections) -> bool:
@@ -133,5 +167,5 @@ def with_resolution(
     if image.is_full_size or image.scale.min() >= min_scale:
         return image
     with (timer or StageTimer()).stage("decode"):
-        header = read_header(data, settings.max_pixels)
+        header = read_header(data, settings.max_pixels, settings.max_side)
     return decode_image(data, header, min_scale, timer)

@@ -1,4 +1,5 @@
-"""Per-request stage timings (decode, resize, preprocess, infer, postprocess, crop, anonymize, encode)."""
+"""Per-request stage timings (fetch, decode, resize, preprocess, infer, postprocess, crop, anonymize, colour,
+encode)."""
 
 from __future__ import annotations
 

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import ctypes.util
 
-ALLOCATORS = ("glibc", "jemalloc", "mimalloc")
-LIBRARIES = {"jemalloc": "jemalloc", "mimalloc": "mimalloc"}
+ALLOCATORS = ("glibc", "jemalloc", "jemalloc-decay", "mimalloc")
+LIBRARIES = {"jemalloc": "jemalloc", "jemalloc-decay": "jemalloc", "mimalloc": "mimalloc"}
 SETTINGS = {
+    # No decay: the worker's own thread purges once it is quiet or keeps over 32 MiB unused
+    # (gateway/memory.py), so busy workers reuse their pages instead of faulting them in again;
+    # large buffers in the same arena; one arena for the worker's threads rather than four per core.
+    "jemalloc": {"MALLOC_CONF": "dirty_decay_ms:-1,muzzy_decay_ms:-1,oversize_threshold:0,narenas:1"},
     # Unused pages go back to the system within a second, by a background thread even while the
-    # worker is idle; one arena for the worker's threads rather than four per core.
-    "jemalloc": {"MALLOC_CONF": "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0,narenas:1"},
+    # worker is busy (page faults on every large buffer).
+    "jemalloc-decay": {"MALLOC_CONF": "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0,narenas:1"},
     "mimalloc": {},
 }
 

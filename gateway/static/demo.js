@@ -203,13 +203,24 @@ function scheduleCrop() {
   state.cropTimer = setTimeout(crop, 250);
 }
 
+// The photo as this browser draws it; for a format it cannot show (HEIC, say), the gateway's own
+// rendition: the whole photo, upright, sRGB, as JPEG.
+async function bitmapOf(file) {
+  try {
+    return await createImageBitmap(file, { imageOrientation: "from-image" });
+  } catch {
+    const response = await callApi("/v1/crop", { zoom: 0, format: "jpeg" });
+    return await createImageBitmap(await response.blob());
+  }
+}
+
 async function load(file) {
   state.file = file;
   state.crop = null;
   setStatus(`Detecting faces in ${file.name}...`);
   $("face-count").dataset.count = "";
   try {
-    const bitmap = await createImageBitmap(file, { imageOrientation: "from-image" });
+    const bitmap = await bitmapOf(file);
     const response = await callApi("/v1/detect", { min_confidence: 50, max_faces: 1000, detail: detail() });
     const result = await response.json();
     showFaces(bitmap, result.faces);

@@ -17,6 +17,7 @@ from facecrop_hiding import Hiding
 
 from gateway.crop import CROPPING_FITS
 from gateway.errors import InvalidParameter
+from gateway.imaging.metadata import METADATA_CHOICES
 from gateway.params import ANONYMIZE, DETECT, INTEGER, PARSERS, CropOptions, DetectOptions, Parameter, parse
 
 ALIASES = {"w": "width", "h": "height", "g": "gravity", "f": "format", "q": "quality", "face-zoom": "zoom"}
@@ -38,7 +39,7 @@ UNSUPPORTED = {
     "upscale": "enlarging is bicubic only",
 }
 FITS = ("scale-down", "contain", "cover", "crop", "aspect-crop", "pad", "squeeze")
-FORMATS = ("auto", "avif", "webp", "jpeg", "baseline-jpeg", "png", "json")
+FORMATS = ("auto", "avif", "webp", "jpeg", "baseline-jpeg", "png", "gif", "json")
 SIDES = {"left": (0.0, 0.5), "right": (1.0, 0.5), "top": (0.5, 0.0), "bottom": (0.5, 1.0)}
 QUALITY_WORDS = {"high": 90, "medium-high": 80, "medium-low": 70, "low": 60}
 NAMED_COLORS = {
@@ -75,9 +76,13 @@ OPTIONS = (
         "onerror", "choice", None, "redirect: answer errors with a redirect to the source.", choices=("redirect",)
     ),
     Parameter(
-        "metadata", "choice", "none", "Accepted; outputs never carry EXIF.", choices=("keep", "copyright", "none")
+        "metadata",
+        "choice",
+        "copyright",
+        "EXIF in JPEG outputs: the copyright tag, all of it (orientation reset), or none.",
+        choices=METADATA_CHOICES,
     ),
-    Parameter("anim", "choice", "false", "Only false: the first frame of an animation is used.", choices=("false",)),
+    Parameter("anim", "boolean", True, "false: an animation's first frame, as a still."),
     Parameter("faces", "choice", "all", "Which faces a crop frames.", choices=("all", "largest")),
     Parameter(
         "detail", "choice", "fast", "standard, auto, high or fast (anonymize: auto).", choices=_DETECT["detail"].choices
@@ -88,8 +93,8 @@ OPTIONS = (
     ),
 )
 _OPTIONS = {p.name: p for p in OPTIONS}
-# Options that change no pixel of the answer (left out of its ETag).
-NOT_IN_OUTPUT = frozenset({"onerror", "metadata", "anim"})
+# Options that change nothing of the answer (left out of its ETag).
+NOT_IN_OUTPUT = frozenset({"onerror"})
 
 
 @dataclass(frozen=True)
@@ -102,6 +107,8 @@ class UrlOptions:
     background: tuple[int, int, int]  # BGR
     format: str | None  # as given (auto, avif, ...); None: the input's
     onerror: str | None
+    metadata: str  # copyright, keep or none (gateway/imaging/metadata.py)
+    anim: bool  # an animation stays one
     canonical: str
 
     @property
@@ -205,5 +212,7 @@ def parse_url_options(segment: str) -> UrlOptions:
         background=parsed["background"],
         format=parsed["format"],
         onerror=parsed["onerror"],
+        metadata=parsed["metadata"],
+        anim=parsed["anim"],
         canonical=canonical,
     )

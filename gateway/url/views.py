@@ -18,11 +18,16 @@ from facecrop_hiding import CONFIDENT, plausible
 from flask import Blueprint, Response, current_app, g, jsonify, redirect, request
 from flask.typing import ResponseReturnValue
 
-from gateway.answers import crop_headers, crop_json, crop_pixels, crop_plan, detect, encoded
-from gateway.decode import read_header, upright_size
-from gateway.encode import AVIF_AUTO_MAX_SIDE, AVIF_MAX_SIDE
+from gateway.answers import crop_headers, crop_json, crop_pixels, crop_plan, detect, encoded, finished_crop
+from gateway.crop import render_crop
+from gateway.decode import DecodedImage, ImageHeader, read_header, upright_size
+from gateway.encode import AVIF_AUTO_MAX_SIDE, AVIF_MAX_SIDE, CONTENT_TYPES
 from gateway.errors import ApiError, ClientGone, InvalidParameter, InvalidSignature, SourceNotAllowed
+from gateway.imaging.animation import encode_animation, read_animation
+from gateway.imaging.metadata import output_exif
 from gateway.observe import note
+from gateway.pipeline import detect_frames
+from gateway.postprocess import Detections, face_objects, finish
 from gateway.url.caching import (
     DEFAULT_MAX_AGE,
     MIN_MAX_AGE,
@@ -39,6 +44,7 @@ from gateway.url.signing import unsigned_path
 from gateway.url.sources import Source, file_validator, read_file, resolve_source
 
 PREFIX = "/cdn-cgi/image"
+SAMPLED_FRAMES = 4  # an animation's frames whose faces decide its crop window (anonymize: every frame)
 bp = Blueprint("url", __name__)
 
 
@@ -138,23 +144,96 @@ def load(source: Source, validator: str | None = None) -> Loaded:
 
 
 def render(data: bytes, options: UrlOptions, fmt: str, headers: dict[str, str]) -> ResponseReturnValue:
-    """The answer for the source's bytes: the crop's JSON or its picture."""
+    """The answer for the source's bytes: the crop's JSON or its picture (an animation's, where it
+    stays one)."""
+    settings = current_app.extensions["facecrop"].settings
+    with g.timer.stage("decode"):
+        header = read_header(data, settings.max_pixels, settings.max_side)
+    moving = animated_format(header, options, fmt)
+    if moving:
+        return render_animation(data, header, options, moving, headers)
     result = None
     faces: list[dict] = []
     if options.needs_faces:
-        result, faces = detect(data, options.detect)
+        result, faces = detect(data, options.detect, header)
         found = result.detections
         framing = found[found.scores >= CONFIDENT] if options.hiding else found
-        size, input_format, boxes = result.image.size, result.image.format, framing.boxes
+        boxes = framing.boxes
         hidden = (found[plausible(found.scores, found.boxes)].boxes, options.hiding) if options.hiding else None
     else:
-        header = read_header(data, current_app.extensions["facecrop"].settings.max_pixels)
-        size, input_format, boxes, hidden = upright_size(header), header.format, np.zeros((0, 4)), None
+        boxes, hidden = np.zeros((0, 4)), None
+    size = upright_size(header)
     plan = crop_plan(boxes, size, options.crop)
     headers |= crop_headers(plan, result)
     if fmt == "json":
         return jsonify(crop_json(size, plan, faces)), 200, headers
-    pixels = crop_pixels(data, result.image if result else None, plan, options.background, hidden)
+    image = result.image if result else None
+    pixels, colour = crop_pixels(data, image, plan, options.background, hidden, header)
     requested = None if fmt == "input" else {"baseline-jpeg": "jpeg"}.get(fmt, fmt)
     avif_max_side = AVIF_AUTO_MAX_SIDE if options.format == "auto" else AVIF_MAX_SIDE
-    return encoded(pixels, requested, input_format, options.crop.quality, headers, fmt == "jpeg", avif_max_side)
+    exif = output_exif(header.exif, options.metadata, hidden_faces=hidden is not None)
+    quality = options.crop.quality
+    return encoded(pixels, requested, header.format, quality, headers | colour, fmt == "jpeg", avif_max_side, exif)
+
+
+def animated_format(header: ImageHeader, options: UrlOptions, fmt: str) -> str | None:
+    """How an animation goes out, where it stays one (anim=true): as JSON, or an animated WebP or GIF
+    (the one asked for; format=auto's WebP where the client takes it, else GIF; the source's own);
+    None for a still (a still source, anim=false, or a format without animations)."""
+    if not (header.animated and options.anim):
+        return None
+    if fmt in ("json", "gif", "webp"):
+        return fmt
+    if fmt == "input":
+        return header.format.lower()
+    if options.format == "auto":
+        return "webp" if fmt == "avif" else "gif"
+    return None
+
+
+def render_animation(
+    data: bytes, header: ImageHeader, options: UrlOptions, out: str, headers: dict[str, str]
+) -> ResponseReturnValue:
+    """Every frame cropped to one window, which holds the faces found in SAMPLED_FRAMES frames spread
+    over the animation (with anonymize, the faces of every frame, each hidden in its own frame)."""
+    services = current_app.extensions["facecrop"]
+    with g.timer.stage("decode"):
+        animation = read_animation(data, options.background)
+    height, width = animation.frames[0].shape[:2]
+    per_frame: list[np.ndarray] | None = None
+    faces: list[dict] = []
+    boxes = np.zeros((0, 4))
+    if options.needs_faces:
+        frames = animation.frames if options.hiding else spread(animation.frames, SAMPLED_FRAMES)
+        found = detect_frames(frames, services.model, services.settings, options.detect, g.timer)
+        merged = finish(Detections.concatenate(found), (height, width), options.detect)
+        boxes = (merged[merged.scores >= CONFIDENT] if options.hiding else merged).boxes
+        if options.hiding:
+            per_frame = [f[plausible(f.scores, f.boxes)].boxes for f in found]
+        faces = face_objects(merged[: options.detect.max_faces], options.detect.landmarks)
+        headers |= {"X-Face-Count": str(len(merged)), "X-Passes": "standard"}
+        note(faces=len(merged))
+    note(image={"width": width, "height": height, "format": header.format, "frames": len(animation.frames)})
+    plan = crop_plan(boxes, (width, height), options.crop)
+    headers |= crop_headers(plan, None) | {"X-Frames": str(len(animation.frames))}
+    if out == "json":
+        return jsonify(crop_json((width, height), plan, faces)), 200, headers
+    rendered: list[np.ndarray] = []
+    colour: dict[str, str] = {}
+    for index, frame in enumerate(animation.frames):
+        image = DecodedImage(stored=frame, format=header.format, size=(width, height), icc=header.icc)
+        with g.timer.stage("crop"):
+            cut = render_crop(image, plan)
+        hidden = (per_frame[index], options.hiding) if per_frame is not None and options.hiding else None
+        pixels, colour = finished_crop(cut, image, plan, options.background, hidden)
+        rendered.append(pixels)
+    with g.timer.stage("encode"):
+        body = encode_animation(rendered, animation.durations, animation.plays, out, options.crop.quality)
+    return Response(body, content_type=CONTENT_TYPES[out], headers=headers | colour)
+
+
+def spread(frames: list[np.ndarray], count: int) -> list[np.ndarray]:
+    """`count` of `frames`, evenly spread from the first to the last (all of them where there are fewer)."""
+    if len(frames) <= count:
+        return frames
+    return [frames[round(i * (len(frames) - 1) / (count - 1))] for i in range(count)]

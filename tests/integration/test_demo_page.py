@@ -3,7 +3,9 @@ confidence where it fits, and the crop framed on the photo; at a desktop and at 
 
 import pytest
 import requests
+from PIL import Image
 
+from tests.sources import encoded_as
 from tests.support import STADIUM, assert_strict_policy, detect, photo, screenshot, watched_page
 
 
@@ -76,4 +78,22 @@ def test_demo_page_anonymizes_the_photo(stack, browser):
     page.select_option("#method", "pixelate")
     page.wait_for_selector(f"#anonymize-result:not([src='{previous}'])", timeout=60_000)
     screenshot(page, "demo-page-anonymize.png")
+    assert not errors, errors
+
+
+def test_demo_page_takes_a_heic(stack, browser, tmp_path):
+    """Chromium cannot show HEIC: the page draws the gateway's rendition, and finds the faces."""
+    heic = tmp_path / "stadium.heic"
+    heic.write_bytes(encoded_as(Image.open(photo(STADIUM)).convert("RGB"), "HEIF"))
+    expected = detect(stack, heic.read_bytes(), {"min_confidence": 50, "max_faces": 1000}).json()["faces"]
+    page, errors = watched_page(browser, 1280)
+    page.goto(stack.gateway + "/")
+    page.set_input_files("#file", str(heic))
+    page.wait_for_selector("#face-count:not([data-count=''])", timeout=60_000)
+    page.wait_for_selector("#crop-result[data-rect]:not([data-rect=''])", timeout=60_000)
+    assert int(page.get_attribute("#face-count", "data-count")) == len(expected) >= 20
+    assert page.eval_on_selector("#canvas", "canvas => [canvas.width, canvas.height]") == list(
+        Image.open(photo(STADIUM)).size
+    )
+    assert page.eval_on_selector("#crop-result", "image => image.naturalWidth") == 256
     assert not errors, errors

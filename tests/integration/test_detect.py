@@ -148,5 +148,6 @@ def test_grayscale_and_tiny_images_are_answered(stack):
     assert iou(rectangle(face), ASTRONAUT_FACE) > 0.7
     response = detect(stack, encoded(Image.new("RGB", (1, 1)), "PNG"))
     assert response.status_code == 200 and response.json() == {"image": {"width": 1, "height": 1}, "faces": []}
-    strip = detect(stack, encoded(Image.new("RGB", (20000, 10)), "PNG"))
-    assert strip.status_code == 200 and strip.json()["image"] == {"width": 20000, "height": 10}
+    strip = detect(stack, encoded(Image.new("RGB", (12000, 10)), "PNG"))  # the longest side allowed
+    assert strip.status_code == 200 and strip.json()["image"] == {"width": 12000, "height": 10}
+    error_of(detect(stack, encoded(Image.new("RGB", (12001, 10)), "PNG")), 413, "image_too_large")

@@ -55,7 +55,8 @@ CORPUS = {
     "animated-gif": (animated("GIF"), "image/gif", {200}),
     "animated-webp": (animated("WEBP"), "image/webp", {200}),
     "one-pixel": (encoded(Image.new("RGB", (1, 1), (255, 0, 0)), "PNG"), "image/png", {200}),
-    "strip-20000x10": (encoded(Image.new("RGB", (20000, 10)), "PNG"), "image/png", {200}),
+    "strip-12000x10": (encoded(Image.new("RGB", (12000, 10)), "PNG"), "image/png", {200}),
+    "strip-20000x10": (encoded(Image.new("RGB", (20000, 10)), "PNG"), "image/png", {413}),
     "bomb-png": (png_declaring(65_000, 65_000), "image/png", {413}),
     "bomb-jpeg": (jpeg_declaring(65_000, 65_000), "image/jpeg", {413}),
 }

@@ -1,0 +1,108 @@
+"""What goes out is sRGB, as Cloudflare, imgproxy and sharp make it: "colour profiles are applied
+even if the metadata is discarded".
+
+A source's ICC profile rides with its decoded pixels (gateway/decode.py); only what goes out, the
+crop after resizing, is converted to sRGB, by LittleCMS (Pillow's ImageCms) with the perceptual
+intent (for matrix/TRC profiles, nearly all RGB ones, the same as relative colorimetric), and the
+profile is then dropped: untagged pixels are sRGB. RGB and grey profiles are converted so;
+a profile equivalent to sRGB is found once (a probe of colours) and skipped from then on. CMYK
+sources are converted as they are decoded (their profile, else the plain inversion). A profile
+LittleCMS cannot read, or of another colour space than the pixels', is ignored: the pixels are
+taken as sRGB, and the answer says so (gateway/answers.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+from PIL import Image, ImageChops, ImageCms
+
+SRGB = ImageCms.createProfile("sRGB")
+INTENT = ImageCms.Intent.PERCEPTUAL
+CACHED_PROFILES = 64  # transforms kept per worker, by the profile's digest
+# Converted, kept as sRGB already, or ignored: what the X-Color-Profile header says.
+CONVERTED, SRGB_ALREADY, IGNORED = "converted", "srgb", "ignored"
+_PROBE = np.random.default_rng(7).integers(0, 256, (1, 512, 3), dtype=np.uint8)
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """How pixels in one profile become sRGB: `transform` from `mode` ("RGB", "L" or "CMYK"), or
+    none (the profile is sRGB's, or ignored: `status`)."""
+
+    transform: ImageCms.ImageCmsTransform | None
+    mode: str
+    status: str
+
+
+_conversions: OrderedDict[bytes, Conversion] = OrderedDict()
+_lock = threading.Lock()
+
+
+def conversion(icc: bytes) -> Conversion:
+    """The (cached) conversion from `icc` to sRGB."""
+    digest = hashlib.blake2b(icc, digest_size=16).digest()
+    with _lock:
+        if digest in _conversions:
+            _conversions.move_to_end(digest)
+            return _conversions[digest]
+    found = _build(icc)
+    with _lock:
+        _conversions[digest] = found
+        while len(_conversions) > CACHED_PROFILES:
+            _conversions.popitem(last=False)
+    return found
+
+
+def _build(icc: bytes) -> Conversion:
+    try:
+        profile = ImageCms.ImageCmsProfile(io.BytesIO(icc))
+        mode = {"RGB": "RGB", "GRAY": "L", "CMYK": "CMYK"}.get(profile.profile.xcolor_space.strip(), "")
+        if not mode:
+            return Conversion(None, "", IGNORED)
+        transform = ImageCms.buildTransform(profile, SRGB, mode, "RGB", INTENT)
+    except (OSError, ImageCms.PyCMSError, ValueError, TypeError):
+        return Conversion(None, "", IGNORED)
+    if mode == "RGB":
+        probe = np.asarray(ImageCms.applyTransform(Image.fromarray(_PROBE), transform))
+        if np.abs(probe.astype(np.int16) - _PROBE).max() <= 1:
+            return Conversion(None, mode, SRGB_ALREADY)
+    return Conversion(transform, mode, CONVERTED)
+
+
+def to_srgb(pixels: np.ndarray, icc: bytes | None) -> tuple[np.ndarray, str | None]:
+    """BGR `pixels` in profile `icc` as sRGB, and what was done (None: no profile)."""
+    if not icc:
+        return pixels, None
+    found = conversion(icc)
+    if found.transform is None:
+        return pixels, found.status
+    if found.mode == "L":
+        image = Image.fromarray(np.ascontiguousarray(pixels[:, :, 0]))  # grey: the three channels are one
+    elif found.mode == "RGB":
+        image = Image.fromarray(cv2.cvtColor(pixels, cv2.COLOR_BGR2RGB))
+    else:
+        return pixels, IGNORED  # a CMYK profile on RGB pixels
+    converted = ImageCms.applyTransform(image, found.transform)
+    assert converted is not None
+    return cv2.cvtColor(np.asarray(converted), cv2.COLOR_RGB2BGR), CONVERTED
+
+
+def cmyk_to_srgb(image: Image.Image) -> tuple[np.ndarray, str]:
+    """A decoded CMYK JPEG as BGR sRGB pixels: through its own profile, else the plain inversion.
+    Pillow reads every CMYK JPEG as Adobe's inverted kind; one without Adobe's marker is inverted back."""
+    icc = image.info.get("icc_profile")
+    if "adobe" not in image.info:
+        image = ImageChops.invert(image)
+    found = conversion(bytes(icc)) if icc else None
+    if found is not None and found.mode == "CMYK" and found.transform is not None:
+        converted = ImageCms.applyTransform(image, found.transform)
+        assert converted is not None
+        return cv2.cvtColor(np.asarray(converted), cv2.COLOR_RGB2BGR), CONVERTED
+    return cv2.cvtColor(np.asarray(image.convert("RGB")), cv2.COLOR_RGB2BGR), IGNORED if icc else CONVERTED

@@ -1,0 +1,53 @@
+"""The sources facecrop reads, told apart by their bytes (never by a name or a Content-Type):
+JPEG, PNG, WebP, BMP, GIF and TIFF (decoded by OpenCV, else Pillow), AVIF (Pillow's libavif) and
+HEIC/HEIF (pi-heif: libheif with libde265, a decoder only).
+
+HEIF's rotation and mirroring (irot, imir) are applied by libheif as it decodes: its size is the
+upright one and its EXIF orientation 1. AVIF's come as an EXIF orientation, applied like a JPEG's.
+
+A header's colour: its ICC profile (JPEG APP2, PNG iCCP, WebP ICCP, TIFF, AVIF and HEIF colr
+`prof`), or, for AVIF and HEIF that describe their colour by code points (colr `nclx`), Display P3
+as a profile (BT.709 is sRGB's own: no profile).
+"""
+
+from __future__ import annotations
+
+import struct
+
+import pi_heif
+from PIL import Image
+
+pi_heif.register_heif_opener()
+pi_heif.options.DECODE_THREADS = 1  # requests already run in parallel on the workers' threads
+
+from gateway.imaging.profiles import DISPLAY_P3  # noqa: E402 - after the opener is registered
+
+SUPPORTED_FORMATS = frozenset({"JPEG", "PNG", "WEBP", "BMP", "GIF", "TIFF", "AVIF", "HEIF"})
+ANIMATED_FORMATS = frozenset({"GIF", "WEBP"})
+NCLX_P3 = (12, 13)  # colour primaries (SMPTE EG 432-1, P3 D65), transfer (IEC 61966-2-1, sRGB's)
+NCLX_SEARCH_BYTES = 1 << 16  # the colr box sits in the header, near the start
+
+
+def colour_profile(image: Image.Image, data: bytes) -> bytes | None:
+    """The ICC profile the image's pixels are in, as its header says (None: sRGB)."""
+    icc = image.info.get("icc_profile")
+    if icc:
+        return bytes(icc)
+    code_points: tuple[object, object] | None
+    if image.format == "HEIF":
+        nclx = image.info.get("nclx_profile") or {}
+        code_points = (nclx.get("color_primaries"), nclx.get("transfer_characteristics"))
+    elif image.format == "AVIF":
+        code_points = avif_nclx(data)
+    else:
+        return None
+    return DISPLAY_P3 if code_points == NCLX_P3 else None
+
+
+def avif_nclx(data: bytes) -> tuple[int, int] | None:
+    """An AVIF's colr nclx (primaries, transfer), which Pillow does not expose."""
+    at = data.find(b"colrnclx", 0, NCLX_SEARCH_BYTES)
+    if at < 0 or len(data) < at + 12:
+        return None
+    primaries, transfer = struct.unpack(">HH", data[at + 8 : at + 12])
+    return primaries, transfer

@@ -1,0 +1,83 @@
+"""gateway/imaging in process: the Display P3 profile written from its primaries, the conversion
+cache's decisions, EXIF as Cloudflare keeps it, an animation's loop count both ways."""
+
+import io
+
+import numpy as np
+import pytest
+from PIL import Image, ImageCms
+
+from gateway.imaging.animation import encode_animation, read_animation
+from gateway.imaging.colour import CONVERTED, IGNORED, SRGB_ALREADY, conversion, to_srgb
+from gateway.imaging.metadata import output_exif
+from gateway.imaging.profiles import DISPLAY_P3
+from tests.sources import animation, profiles
+
+
+@pytest.mark.parametrize(
+    ("p3", "srgb"),
+    [
+        ((255, 0, 0), (255, 0, 0)),
+        ((200, 100, 50), (215, 93, 31)),
+        ((0, 0, 255), (0, 0, 255)),
+        ((10, 20, 30), (7, 20, 31)),
+    ],
+)
+def test_display_p3_from_its_primaries_converts_as_apple_s_does(p3, srgb):
+    """Reference values: the same colours through libvips' own P3 profile (to within a level)."""
+    transform = ImageCms.buildTransform(
+        ImageCms.ImageCmsProfile(io.BytesIO(DISPLAY_P3)), ImageCms.createProfile("sRGB"), "RGB", "RGB"
+    )
+    got = ImageCms.applyTransform(Image.new("RGB", (1, 1), p3), transform).getpixel((0, 0))
+    assert all(abs(a - b) <= 1 for a, b in zip(got, srgb)), got
+
+
+def test_srgb_profiles_are_skipped_and_broken_ones_ignored():
+    srgb = ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes()
+    assert conversion(srgb).status == SRGB_ALREADY and conversion(srgb).transform is None
+    assert conversion(b"\0" * 300).status == IGNORED
+    assert conversion(profiles()["adobe-rgb"]).status == CONVERTED
+    pixels = np.full((4, 4, 3), 100, np.uint8)
+    assert to_srgb(pixels, None) == (pixels, None)
+    same, status = to_srgb(pixels, srgb)
+    assert same is pixels and status == SRGB_ALREADY
+
+
+def exif_with(**tags) -> bytes:
+    exif = Image.Exif()
+    exif[0x0112], exif[0x8298], exif[0x010F] = 6, "(c) Someone", "Camera"
+    exif.get_ifd(0x8825)[2] = (1.0, 2.0, 3.0)
+    exif.get_ifd(0x8769)[0x927C] = b"maker notes"
+    return exif.tobytes()
+
+
+def read(block: bytes) -> Image.Exif:
+    exif = Image.Exif()
+    if block:
+        exif.load(block)
+    return exif
+
+
+def test_exif_kept_as_cloudflare_keeps_it():
+    source = exif_with()
+    assert dict(read(output_exif(source, "copyright", hidden_faces=False))) == {0x8298: "(c) Someone"}
+    kept = read(output_exif(source, "keep", hidden_faces=False))
+    assert kept[0x0112] == 1 and kept[0x010F] == "Camera" and kept.get_ifd(0x8825) == {2: (1.0, 2.0, 3.0)}
+    assert 0x927C not in kept.get_ifd(0x8769)
+    assert dict(read(output_exif(source, "keep", hidden_faces=True)).get_ifd(0x8825)) == {}
+    assert output_exif(source, "none", hidden_faces=False) == b""
+    assert output_exif(b"Exif\0\0garbage", "keep", hidden_faces=False) == b""
+
+
+@pytest.mark.parametrize(
+    ("container", "loop", "plays"), [("GIF", None, 1), ("GIF", 0, 0), ("GIF", 2, 3), ("WEBP", 0, 0), ("WEBP", 3, 3)]
+)
+def test_an_animation_plays_as_often_in_either_container(container, loop, plays):
+    frames = [Image.new("RGB", (8, 8), (i * 40, 0, 0)) for i in range(3)]
+    read_back = read_animation(animation(frames, container, [10, 20, 30], loop), (255, 255, 255))
+    assert read_back.plays == plays and read_back.durations == [10, 20, 30] and len(read_back.frames) == 3
+    for target in ("GIF", "WEBP"):
+        again = read_animation(
+            encode_animation(read_back.frames, read_back.durations, plays, target.lower(), 90), (255, 255, 255)
+        )
+        assert again.plays == plays and again.durations == [10, 20, 30]
