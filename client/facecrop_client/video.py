@@ -13,8 +13,9 @@ import json
 import os
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -212,7 +213,7 @@ def run_video(client: Client, job: VideoJob, progress) -> VideoSummary:
     return summary
 
 
-def _in_order(client: Client, job: VideoJob, frames: Iterator[av.VideoFrame], bar) -> Iterator[tuple]:
+def _in_order(client: Client, job: VideoJob, frames: Iterator[av.VideoFrame], bar) -> Generator[tuple, None, None]:
     """(frame, its answer, its boxes, the boxes of the `hold` frames before and after it), in order,
     with up to `in_flight` + `hold` frames at the service at once (Triton batches same-sized ones)."""
     queue: deque[tuple[av.VideoFrame, Future]] = deque()
@@ -227,19 +228,22 @@ def _in_order(client: Client, job: VideoJob, frames: Iterator[av.VideoFrame], ba
         bar.update(1)
         return item
 
-    with ThreadPoolExecutor(job.in_flight) as pool:
+    pool = ThreadPoolExecutor(job.in_flight)
+    try:
         for frame in frames:
             queue.append((frame, pool.submit(detect_frame, client, frame, job.params)))
             if len(queue) > job.in_flight + job.hold:
                 yield oldest()
         while queue:
             yield oldest()
+    finally:  # also when the job is interrupted: no request still uses a frame once the video is closed
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _list_faces(client: Client, job: VideoJob, container, partial: Path, summary: VideoSummary, bar) -> None:
     frames = decoded_frames(container, None, {}, summary)
-    with open(partial, "w", encoding="utf-8") as out:
-        for frame, answer, *_ in _in_order(client, job, frames, bar):
+    with open(partial, "w", encoding="utf-8") as out, closing(_in_order(client, job, frames, bar)) as ordered:
+        for frame, answer, *_ in ordered:
             out.write(json.dumps({"frame": summary.frames, "time": frame.time, **answer}) + "\n")
             summary.frames += 1
             summary.faces += len(answer["faces"])
@@ -267,18 +271,18 @@ def _hide_faces(client: Client, job: VideoJob, container, partial: Path, summary
         rotation = first_frame_rotation(job.source)
         if rotation:  # before the header is written, which the first audio packet may do
             video.set_display_rotation(rotation)
-        for frame, _, found, before, after in _in_order(
-            client, job, decoded_frames(container, output, audio_map, summary), bar
-        ):
-            boxes = held(before, found, after)
-            boxes = boxes[plausible(boxes[:, 4], boxes[:, :4])] if len(boxes) else boxes
-            out = frame
-            if len(boxes):
-                pixels = hide_faces(frame.to_ndarray(format="bgr24"), boxes[:, :4], job.hiding)
-                out = av.VideoFrame.from_ndarray(pixels, format="bgr24")
-            out.pts, out.time_base = frame.pts, frame.time_base
-            out.pict_type = av.video.frame.PictureType.NONE
-            output.mux(video.encode(out))
-            summary.frames += 1
-            summary.faces += len(boxes)
+        ordered = closing(_in_order(client, job, decoded_frames(container, output, audio_map, summary), bar))
+        with ordered as frames:  # closed (its requests done) before the containers are
+            for frame, _, found, before, after in frames:
+                boxes = held(before, found, after)
+                boxes = boxes[plausible(boxes[:, 4], boxes[:, :4])] if len(boxes) else boxes
+                out = frame
+                if len(boxes):
+                    pixels = hide_faces(frame.to_ndarray(format="bgr24"), boxes[:, :4], job.hiding)
+                    out = av.VideoFrame.from_ndarray(pixels, format="bgr24")
+                out.pts, out.time_base = frame.pts, frame.time_base
+                out.pict_type = av.video.frame.PictureType.NONE
+                output.mux(video.encode(out))
+                summary.frames += 1
+                summary.faces += len(boxes)
         output.mux(video.encode(None))
