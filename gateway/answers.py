@@ -5,7 +5,7 @@ the source had a profile: `converted`, `srgb` (it was sRGB's), or `ignored` (unr
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import numpy as np
 from facecrop_hiding import Hiding, hide_faces
@@ -16,10 +16,14 @@ from gateway.decode import DecodedImage, ImageHeader, decode_image, read_header
 from gateway.encode import AVIF_MAX_SIDE, CONTENT_TYPES, encode_image, output_format
 from gateway.errors import OutputTooLarge
 from gateway.imaging.colour import to_srgb
+from gateway.imaging.filters import Filters, apply_filters
+from gateway.imaging.geometry import Geometry, turn_pixels, turned_size
 from gateway.observe import note
 from gateway.params import CropOptions, DetectOptions
 from gateway.pipeline import DetectionResult, run_detection, with_resolution
 from gateway.postprocess import face_objects
+
+NO_FILTERS = Filters()
 
 
 def detect(
@@ -40,11 +44,11 @@ def image_size(size: tuple[int, int]) -> dict[str, int]:
 
 def crop_plan(boxes: np.ndarray, image: tuple[int, int], options: CropOptions) -> CropPlan:
     """plan_crop, refusing an output over the pixel limit (400)."""
-    plan = plan_crop(boxes, image, options)
+    settings = current_app.extensions["facecrop"].settings
+    plan = plan_crop(boxes, image, options, settings.placement_power)
     width, height = plan.size
-    if width * height > current_app.extensions["facecrop"].settings.max_pixels:
-        limit = current_app.extensions["facecrop"].settings.max_pixels
-        raise OutputTooLarge(f"a {width}x{height} output is more than the limit of {limit} pixels")
+    if width * height > settings.max_pixels:
+        raise OutputTooLarge(f"a {width}x{height} output is more than the limit of {settings.max_pixels} pixels")
     return plan
 
 
@@ -57,9 +61,10 @@ def crop_headers(plan: CropPlan, result: DetectionResult | None) -> dict[str, st
     return headers
 
 
-def crop_json(image: tuple[int, int], plan: CropPlan, faces: list[dict]) -> dict:
-    """/v1/crop's format=json answer."""
-    return {"image": image_size(image), "crop": asdict(plan.region), "output": image_size(plan.size), "faces": faces}
+def crop_json(image: tuple[int, int], plan: CropPlan, faces: list[dict], focus: str | None = None) -> dict:
+    """/v1/crop's format=json answer; the URL form's says what the window followed (`focus`)."""
+    answer = {"image": image_size(image), "crop": asdict(plan.region), "output": image_size(plan.size), "faces": faces}
+    return answer | ({"focus": focus} if focus else {})
 
 
 def crop_pixels(
@@ -69,11 +74,14 @@ def crop_pixels(
     background: tuple[int, int, int] = (255, 255, 255),
     hidden: tuple[np.ndarray, Hiding] | None = None,
     header: ImageHeader | None = None,
+    turn: tuple[tuple[int, int, int, int], Geometry] | None = None,
+    filters: Filters = NO_FILTERS,
 ) -> tuple[np.ndarray, dict[str, str]]:
     """The answer's pixels and their colour header: the region cut from a decode with the
     resolution it needs (`image`, the detection's, where it has enough; else `data` decoded again,
-    its `header` read already where given), resized, its `hidden` faces (corner boxes in original
-    pixels) hidden, made sRGB, padded to the canvas."""
+    its `header` read already where given), trimmed and turned as `turn` says (the plan is in the
+    turned picture's pixels), resized, its `hidden` faces (corner boxes in the plan's pixels) hidden,
+    made sRGB, filtered, padded to the canvas."""
     settings, timer = current_app.extensions["facecrop"].settings, g.timer
     if image is None:
         if header is None:
@@ -82,9 +90,19 @@ def crop_pixels(
         image = decode_image(data, header, source_scale(plan), timer)
     else:
         image = with_resolution(image, source_scale(plan), data, settings, timer)
+    if turn is not None and turn[1].changes:
+        with timer.stage("crop"):
+            image = turned_image(image, *turn)
     with timer.stage("crop"):
         cut = render_crop(image, plan)
-    return finished_crop(cut, image, plan, background, hidden)
+    return finished_crop(cut, image, plan, background, hidden, filters)
+
+
+def turned_image(image: DecodedImage, rect: tuple[int, int, int, int], geometry: Geometry) -> DecodedImage:
+    """`image` trimmed to `rect` (original pixels), flipped and rotated: the picture the URL form's
+    width and height refer to, at the resolution `image` has."""
+    pixels = turn_pixels(image.pixels, rect, float(image.scale[0]), geometry)
+    return replace(image, stored=pixels, size=turned_size(rect, geometry.rotate), orientation=1)
 
 
 def finished_crop(
@@ -93,9 +111,10 @@ def finished_crop(
     plan: CropPlan,
     background: tuple[int, int, int],
     hidden: tuple[np.ndarray, Hiding] | None,
+    filters: Filters = NO_FILTERS,
 ) -> tuple[np.ndarray, dict[str, str]]:
-    """A region of `image` resized as `plan` says (`cut`), its `hidden` faces hidden, made sRGB and
-    padded to the canvas; with its colour header."""
+    """A region of `image` resized as `plan` says (`cut`), its `hidden` faces hidden, made sRGB,
+    filtered and padded to the canvas; with its colour header."""
     if hidden is not None and len(hidden[0]):
         boxes, hiding = hidden
         r = plan.region
@@ -103,6 +122,9 @@ def finished_crop(
         with g.timer.stage("anonymize"):
             cut = hide_faces(cut.copy(), (boxes - [r.x, r.y, r.x, r.y]) * scale, hiding)
     pixels, colour = as_srgb(cut, image)
+    if filters.changes:
+        with g.timer.stage("filters"):
+            pixels = apply_filters(pixels, filters)
     if plan.canvas is not None:
         pixels = pad_to(pixels, plan.canvas, background)
     return pixels, colour

@@ -43,6 +43,7 @@ class Settings:
     source_breaker_failures: int = 5
     source_breaker_cool_down_s: float = 30.0
     etag_secret: bytes = b""
+    placement_power: float = 2.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
@@ -93,6 +94,9 @@ class Settings:
                                    5xx) after which an origin is not asked again for a
                                    cool-down: 503 origin_unavailable at once (5)
         FACECROP_SOURCE_BREAKER_COOL_DOWN_S  that cool-down, in seconds (30)
+        FACECROP_PLACEMENT_POWER   how far larger faces outweigh smaller ones where a crop cannot
+                                   hold every face: each weighs (its side / the largest's) to
+                                   this power (2; chosen by `python -m bench.placement --candidates`)
         FACECROP_ETAG_SECRET       hex; the key the URL form's ETags are sealed with: the same
                                    on every replica, so that any replica can answer 304 (none:
                                    FACECROP_URL_KEY's, else one made when the gateway starts)
@@ -129,6 +133,7 @@ class Settings:
                 environ.get("FACECROP_SOURCE_BREAKER_COOL_DOWN_S", cls.source_breaker_cool_down_s)
             ),
             etag_secret=_hex(environ, "FACECROP_ETAG_SECRET"),
+            placement_power=float(environ.get("FACECROP_PLACEMENT_POWER", cls.placement_power)),
         )
 
     def __post_init__(self) -> None:

@@ -12,7 +12,7 @@ import numpy as np
 
 from gateway.decode import DecodedImage
 from gateway.params import CropOptions
-from gateway.placement import place_for_faces
+from gateway.placement import SIZE_POWER, place_for_faces
 
 
 @dataclass(frozen=True)
@@ -106,15 +106,18 @@ def output_size(region: Rect, options: CropOptions) -> tuple[int, int]:
     aspect-crop            that, shrunk to the region's size where it is smaller (never enlarged)
     contain, pad           the region scaled to fit inside width x height
     scale-down             the same, never enlarged
+    scale-up               the same, never shrunk
     """
     if options.width is None and options.height is None:
         return region.width, region.height
-    if options.fit in ("contain", "pad", "scale-down"):
+    if options.fit in ("contain", "pad", "scale-down", "scale-up"):
         scale = min(
             side / own for side, own in ((options.width, region.width), (options.height, region.height)) if side
         )
         if options.fit == "scale-down":
             scale = min(scale, 1.0)
+        elif options.fit == "scale-up":
+            scale = max(scale, 1.0)
         return max(1, round(region.width * scale)), max(1, round(region.height * scale))
     if options.width is not None and options.height is not None:
         width, height = options.width, options.height
@@ -129,11 +132,12 @@ def output_size(region: Rect, options: CropOptions) -> tuple[int, int]:
     return width, height
 
 
-def plan_crop(boxes: np.ndarray, image: tuple[int, int], options: CropOptions) -> CropPlan:
+def plan_crop(boxes: np.ndarray, image: tuple[int, int], options: CropOptions, power: float = SIZE_POWER) -> CropPlan:
     """Where to crop and at what size, from face boxes [K, 4] (x1, y1, x2, y2) in an image (width, height).
 
     A region that holds every face to frame is centred on them (Cloudflare's rule); one too
-    small for them keeps the most faces whole instead (gateway/placement.py). Fits that do not
+    small for them keeps the most faces whole instead (gateway/placement.py, faces weighted by their
+    size to `power`). Fits that do not
     crop keep the whole image; fit=crop where the region is smaller than width x height keeps
     the region before widening, never enlarged (Cloudflare's: like scale-down).
     """
@@ -151,7 +155,7 @@ def plan_crop(boxes: np.ndarray, image: tuple[int, int], options: CropOptions) -
             size, options = focused, replace(options, fit="scale-down")
     region = place(size, focal_point(box, options.gravity, image), image)
     if len(framed):
-        x, y = place_for_faces((region.x, region.y), (region.width, region.height), framed, image)
+        x, y = place_for_faces((region.x, region.y), (region.width, region.height), framed, image, power)
         region = Rect(x, y, region.width, region.height)
     return CropPlan(region=region, output=output_size(region, options))
 

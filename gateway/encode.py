@@ -22,6 +22,7 @@ CONTENT_TYPES = {
     "webp": "image/webp",
     "avif": "image/avif",
     "gif": "image/gif",
+    "png8": "image/png",  # a palette PNG
 }
 ENCODABLE_INPUTS = {"JPEG": "jpeg", "PNG": "png", "WEBP": "webp", "AVIF": "avif"}
 AVIF_AVAILABLE = features.check("avif")
@@ -51,6 +52,11 @@ def encode_image(pixels: np.ndarray, fmt: str, quality: int, progressive: bool =
         return buffer.getvalue()
     if fmt == "gif":
         return encode_animation([pixels], [0], 1, "gif", quality)
+    if fmt == "png8":  # a palette of 256 colours (Cloudflare's PNG8, for png with a quality)
+        buffer = io.BytesIO()
+        picture = Image.fromarray(cv2.cvtColor(pixels, cv2.COLOR_BGR2RGB))
+        picture.quantize(256, method=Image.Quantize.FASTOCTREE).save(buffer, "PNG", compress_level=3)
+        return buffer.getvalue()
     flags = {
         "jpeg": [cv2.IMWRITE_JPEG_QUALITY, quality, cv2.IMWRITE_JPEG_PROGRESSIVE, int(progressive)],
         "webp": [cv2.IMWRITE_WEBP_QUALITY, quality],

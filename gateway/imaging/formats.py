@@ -15,10 +15,12 @@ from __future__ import annotations
 import struct
 
 import pi_heif
-from PIL import Image
+from PIL import AvifImagePlugin, Image
 
 pi_heif.register_heif_opener()
-pi_heif.options.DECODE_THREADS = 1  # requests already run in parallel on the workers' threads
+# One decoding thread each: requests already run in parallel on the workers' threads.
+pi_heif.options.DECODE_THREADS = 1
+AvifImagePlugin.DEFAULT_MAX_THREADS = 1
 
 from gateway.imaging.profiles import DISPLAY_P3  # noqa: E402 - after the opener is registered
 

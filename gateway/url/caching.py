@@ -18,10 +18,11 @@ import binascii
 import hashlib
 import hmac
 import secrets
+from collections.abc import Mapping
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESSIV
-from werkzeug.datastructures import MIMEAccept
+from werkzeug.datastructures import Headers, MIMEAccept
 from werkzeug.http import parse_accept_header, parse_etags
 
 from gateway.encode import AVIF_AVAILABLE
@@ -102,6 +103,27 @@ def error_cache_control(status: int) -> str:
 def accepts(accept: MIMEAccept, mimetype: str) -> bool:
     """Whether the client names `mimetype` itself (a wildcard is no promise), with a quality above 0."""
     return any(value.lower() == mimetype and quality > 0 for value, quality in accept)
+
+
+# The client hints slow-connection-quality follows, and what makes each count as slow (Cloudflare's).
+CLIENT_HINTS = ("Save-Data", "ECT", "RTT", "Downlink")
+SLOW_ECT = frozenset({"slow-2g", "2g", "3g"})
+SLOW_RTT_MS = 150
+SLOW_DOWNLINK_MBPS = 5
+
+
+def slow_connection(headers: Headers | Mapping[str, str]) -> bool:
+    """Whether the client hints say the connection is slow: Save-Data on, an effective type of 3G or
+    worse, a round trip over 150 ms, or under 5 Mbps."""
+    if headers.get("Save-Data", "").strip().lower() == "on" or headers.get("ECT", "").strip().lower() in SLOW_ECT:
+        return True
+    try:
+        rtt, downlink = headers.get("RTT"), headers.get("Downlink")
+        return (rtt is not None and float(rtt) > SLOW_RTT_MS) or (
+            downlink is not None and float(downlink) < SLOW_DOWNLINK_MBPS
+        )
+    except ValueError:
+        return False
 
 
 def negotiate(requested: str | None, accept_header: str | None) -> str:

@@ -17,28 +17,29 @@ from facecrop_hiding import Hiding
 
 from gateway.crop import CROPPING_FITS
 from gateway.errors import InvalidParameter
+from gateway.imaging.filters import Filters
+from gateway.imaging.geometry import Geometry, Trim
 from gateway.imaging.metadata import METADATA_CHOICES
 from gateway.params import ANONYMIZE, DETECT, INTEGER, PARSERS, CropOptions, DetectOptions, Parameter, parse
 
-ALIASES = {"w": "width", "h": "height", "g": "gravity", "f": "format", "q": "quality", "face-zoom": "zoom"}
+ALIASES = {
+    "w": "width",
+    "h": "height",
+    "g": "gravity",
+    "f": "format",
+    "q": "quality",
+    "face-zoom": "zoom",
+    "scq": "slow-connection-quality",
+}
 # Cloudflare's options that are not offered, and why (the README's table says the same).
 UNSUPPORTED = {
-    "blur": "no filters: facecrop crops, resizes and hides faces",
-    "border": "no borders: use fit=pad with background",
-    "brightness": "no colour adjustments",
-    "compression": "no encoder speed setting",
-    "contrast": "no colour adjustments",
-    "flip": "no flips or rotations: EXIF orientation is applied",
-    "gamma": "no colour adjustments",
-    "rotate": "no flips or rotations: EXIF orientation is applied",
-    "saturation": "no colour adjustments",
-    "segment": "no background removal",
-    "sharpen": "no filters",
-    "slow-connection-quality": "no client hints: choose quality in the URL",
-    "trim": "no trimming: crops follow gravity",
-    "upscale": "enlarging is bicubic only",
+    "border": "Cloudflare offers it in Workers only, not by URL: use fit=pad with background",
+    "segment": "background removal needs a segmentation model (Cloudflare's BiRefNet) this service does not ship",
 }
-FITS = ("scale-down", "contain", "cover", "crop", "aspect-crop", "pad", "squeeze")
+FITS = ("scale-down", "contain", "scale-up", "cover", "crop", "aspect-crop", "pad", "squeeze")
+ROTATIONS = ("0", "90", "180", "270", "360")
+TRIM_KEYS = ("trim.width", "trim.height", "trim.left", "trim.top")
+BORDER_KEYS = ("trim.border.color", "trim.border.tolerance", "trim.border.keep")
 FORMATS = ("auto", "avif", "webp", "jpeg", "baseline-jpeg", "png", "gif", "json")
 SIDES = {"left": (0.0, 0.5), "right": (1.0, 0.5), "top": (0.5, 0.0), "bottom": (0.5, 1.0)}
 QUALITY_WORDS = {"high": 90, "medium-high": 80, "medium-low": 70, "low": 60}
@@ -66,7 +67,7 @@ OPTIONS = (
     Parameter("width", "integer", None, "Output width in pixels (times dpr).", 1, MAX_SIDE),
     Parameter("height", "integer", None, "Output height in pixels (times dpr).", 1, MAX_SIDE),
     Parameter("fit", "choice", "scale-down", "How the image fits width x height.", choices=FITS),
-    Parameter("gravity", "gravity", "center", "face, auto (faces), left, right, top, bottom or XxY."),
+    Parameter("gravity", "gravity", "center", "face, auto (faces, else saliency), left, right, top, bottom or XxY."),
     Parameter("zoom", "number", 0.0, "How closely a crop frames the faces, with gravity=face.", 0, 1),
     Parameter("format", "choice", None, "Output format (default: the input's jpeg, png or webp).", choices=FORMATS),
     Parameter("quality", "quality", 85, "1-100, or high, medium-high, medium-low, low.", 1, 100),
@@ -83,6 +84,25 @@ OPTIONS = (
         choices=METADATA_CHOICES,
     ),
     Parameter("anim", "boolean", True, "false: an animation's first frame, as a still."),
+    Parameter("trim", "trim", None, "top;right;bottom;left in pixels (fractions below 1), or border."),
+    *(
+        Parameter(key, "number", None, f"Trim: {key[5:]} in pixels (a fraction below 1).", 0, 100_000)
+        for key in TRIM_KEYS
+    ),
+    Parameter("trim.border.color", "color", None, "trim=border: the border's colour (default: the corner's)."),
+    Parameter("trim.border.tolerance", "integer", 10, "trim=border: how far a pixel may be from it.", 0, 255),
+    Parameter("trim.border.keep", "number", 0, "trim=border: pixels of the border kept.", 0, 100_000),
+    Parameter("rotate", "choice", "0", "Degrees clockwise, before resizing.", choices=ROTATIONS),
+    Parameter("flip", "choice", None, "h, v or hv, before rotating.", choices=("h", "v", "hv")),
+    Parameter("blur", "number", 0, "Blur radius, 1-250 output pixels.", 0, 250),
+    Parameter("sharpen", "number", 0, "Sharpening after resizing, 0-10 (1 suits downscaled pictures).", 0, 10),
+    Parameter("brightness", "number", 1, "A factor: 1 no change, 0.5 half as bright (0 ignored).", 0, 10),
+    Parameter("contrast", "number", 1, "A factor: 1 no change (0 ignored).", 0, 10),
+    Parameter("gamma", "number", 1, "An exponent: below 1 lighter mid-tones, above 1 darker (0 ignored).", 0, 10),
+    Parameter("saturation", "number", 1, "A factor: 0 grey, 2 twice as saturated.", 0, 10),
+    Parameter("compression", "choice", None, "fast: JPEG, whatever format says.", choices=("fast",)),
+    Parameter("slow-connection-quality", "quality", None, "Quality for clients on a slow connection.", 1, 100),
+    Parameter("upscale", "upscale", "interpolate", "Enlarging: interpolate (bicubic).", choices=("interpolate",)),
     Parameter("faces", "choice", "all", "Which faces a crop frames.", choices=("all", "largest")),
     Parameter(
         "detail", "choice", "fast", "standard, auto, high or fast (anonymize: auto).", choices=_DETECT["detail"].choices
@@ -109,12 +129,17 @@ class UrlOptions:
     onerror: str | None
     metadata: str  # copyright, keep or none (gateway/imaging/metadata.py)
     anim: bool  # an animation stays one
+    geometry: Geometry  # trim, flip, rotate: before the resize
+    filters: Filters  # after it
+    compression: str | None  # fast: JPEG
+    slow_quality: int | None  # slow-connection-quality: the quality for slow connections
+    palette: bool  # PNG8: format=png with a quality given
     canonical: str
 
     @property
     def needs_faces(self) -> bool:
-        """Whether the answer depends on the faces: a crop by gravity=face, anonymize, or format=json."""
-        framing = self.crop.gravity == "face" and self.crop.fit in CROPPING_FITS
+        """Whether the answer depends on the faces: a crop by gravity=face or auto, anonymize, or format=json."""
+        framing = self.crop.gravity in ("face", "auto") and self.crop.fit in CROPPING_FITS
         return self.hiding is not None or self.format == "json" or framing
 
 
@@ -127,8 +152,8 @@ def split_options(segment: str) -> dict[str, str]:
         key = ALIASES.get(key, key)
         if not equals or not key:
             raise InvalidParameter(item[:40], "is not an option: options are key=value, separated by commas")
-        if key in UNSUPPORTED or key.startswith("trim."):
-            raise InvalidParameter(key, f"is not supported ({UNSUPPORTED['trim' if key.startswith('trim.') else key]})")
+        if key in UNSUPPORTED:
+            raise InvalidParameter(key, f"is not supported ({UNSUPPORTED[key]})")
         if key not in _OPTIONS:
             raise InvalidParameter(key[:40], "is not an option of /cdn-cgi/image (README, 'Serve by URL')")
         if key in values:
@@ -138,10 +163,10 @@ def split_options(segment: str) -> dict[str, str]:
 
 
 def _gravity(parameter: Parameter, raw: str) -> str | tuple[float, float]:
-    """Cloudflare's gravity: auto (no saliency model here: faces are the focus) and the sides, then
-    /v1/crop's face, center and XxY."""
+    """Cloudflare's gravity: auto (faces where there are any, else saliency: gateway/imaging/saliency.py)
+    and the sides, then /v1/crop's face, center and XxY."""
     if raw == "auto":
-        return "face"
+        return raw
     if raw in SIDES:
         return SIDES[raw]
     return PARSERS["gravity"](parameter, raw)
@@ -172,7 +197,30 @@ def _color(parameter: Parameter, raw: str) -> tuple[int, int, int]:
     raise InvalidParameter(parameter.name, f"must be #RGB, #RRGGBB, rgb(r,g,b) or a colour name, got {raw[:40]!r}")
 
 
-URL_PARSERS = {"gravity": _gravity, "quality": _quality, "color": _color}
+def _trim(parameter: Parameter, raw: str) -> tuple[float, ...] | str:
+    """top;right;bottom;left, each pixels (1 and more) or a fraction of its side (below 1); or border."""
+    if raw == "border":
+        return raw
+    sides = raw.split(";")
+    number = Parameter(parameter.name, "number", None, "", 0, 100_000)
+    if len(sides) == 4:
+        try:
+            return tuple(PARSERS["number"](number, side) for side in sides)
+        except InvalidParameter:
+            pass
+    raise InvalidParameter(parameter.name, f"must be top;right;bottom;left (numbers) or border, got {raw[:40]!r}")
+
+
+def _upscale(parameter: Parameter, raw: str) -> str:
+    if raw == "generate":
+        raise InvalidParameter(
+            parameter.name,
+            "generate is not supported (AI upscaling needs a model, Cloudflare's ESRGAN, this service does not ship)",
+        )
+    return PARSERS["choice"](parameter, raw)
+
+
+URL_PARSERS = {"gravity": _gravity, "quality": _quality, "color": _color, "trim": _trim, "upscale": _upscale}
 
 
 @functools.lru_cache(maxsize=4096)  # a CDN revalidates the same URLs over and over
@@ -194,6 +242,7 @@ def parse_url_options(segment: str) -> UrlOptions:
     if threshold is None:
         threshold = _ANONYMIZE["min_confidence"].default if hiding else _DETECT["min_confidence"].default
     detail = str(parsed["detail"] if "detail" in values or not hiding else _ANONYMIZE["detail"].default)
+    fmt = "jpeg" if parsed["compression"] == "fast" and parsed["format"] != "json" else parsed["format"]
     crop = CropOptions(
         width=sides.get("width"),
         height=sides.get("height"),
@@ -210,9 +259,45 @@ def parse_url_options(segment: str) -> UrlOptions:
         detect=DetectOptions(min_confidence=float(threshold), max_faces=1000, landmarks=True, detail=detail),
         hiding=hiding,
         background=parsed["background"],
-        format=parsed["format"],
+        format=fmt,
         onerror=parsed["onerror"],
         metadata=parsed["metadata"],
         anim=parsed["anim"],
+        geometry=Geometry(trim_of(parsed, values), parsed["flip"] or "", int(parsed["rotate"]) % 360, dpr),
+        filters=filters_of(parsed),
+        compression=parsed["compression"],
+        slow_quality=parsed["slow-connection-quality"],
+        palette=fmt == "png" and "quality" in values,
         canonical=canonical,
     )
+
+
+def trim_of(parsed: dict, given: dict[str, str]) -> Trim | None:
+    """What the trim options ask for (None: nothing)."""
+    border = parsed["trim"] == "border" or any(key in given for key in BORDER_KEYS)
+    if border:
+        return Trim(
+            border=True,
+            color=parsed["trim.border.color"],
+            tolerance=parsed["trim.border.tolerance"],
+            keep=parsed["trim.border.keep"] * parsed["dpr"],
+        )
+    sides = parsed["trim"] or (0, 0, 0, 0)
+    extents = {key[5:]: parsed[key] for key in TRIM_KEYS}
+    if parsed["trim"] is None and all(value is None for value in extents.values()):
+        return None
+    top, right, bottom, left = sides
+    return Trim(
+        top=extents["top"] if extents["top"] is not None else top,
+        right=right,
+        bottom=bottom,
+        left=extents["left"] if extents["left"] is not None else left,
+        width=extents["width"],
+        height=extents["height"],
+    )
+
+
+def filters_of(parsed: dict) -> Filters:
+    """The filters, Cloudflare's 0 taken as no change for brightness, contrast and gamma."""
+    factors = {name: parsed[name] or 1.0 for name in ("brightness", "contrast", "gamma")}
+    return Filters(blur=parsed["blur"], sharpen=parsed["sharpen"], saturation=parsed["saturation"], **factors)

@@ -264,6 +264,22 @@ def test_no_accept_header_poisons_the_proxy_cache(cpu_stack, accepts):
         assert response.headers["Content-Type"] == answered, (accept, response.headers["X-Cache-Status"])
 
 
+def test_the_proxy_keys_slow_connections_apart(cpu_stack):
+    """slow-connection-quality: every hint that makes a connection slow lands in one cache entry,
+    every other client in another, and each gets its own quality."""
+    image = f"{cpu_stack.url}/cdn-cgi/image/width=200,q=90,scq=20/astronaut.jpg"
+    fast = requests.get(image, timeout=60)
+    slow = requests.get(image, headers={"Save-Data": "on"}, timeout=60)
+    assert (fast.headers["X-Cache-Status"], slow.headers["X-Cache-Status"]) == ("MISS", "MISS")
+    assert len(slow.content) < 0.6 * len(fast.content)
+    for hints in ({"ECT": "2g"}, {"RTT": "300"}, {"Downlink": "1.2"}):
+        again = requests.get(image, headers=hints, timeout=60)
+        assert again.headers["X-Cache-Status"] == "HIT" and again.content == slow.content, hints
+    for hints in ({"ECT": "4g"}, {"RTT": "100"}, {}):
+        again = requests.get(image, headers=hints, timeout=60)
+        assert again.headers["X-Cache-Status"] == "HIT" and again.content == fast.content, hints
+
+
 def test_requests_spread_over_three_gateways(cpu_stack, pytestconfig):
     compose.up(cpu_stack.project, "--scale", "gateway=3", env=cpu_stack.env)
     data = photo(PHOTOS[0]).read_bytes()

@@ -134,6 +134,7 @@ def test_json_answers_the_crop_geometry(originals):
         "crop": {"x": 0, "y": 128, "width": 512, "height": 256},
         "output": {"width": 100, "height": 50},
         "faces": [],
+        "focus": "center",
     }
 
 
@@ -162,8 +163,20 @@ def test_json_answers_the_crop_geometry(originals):
         ("anonymize=erase", "anonymize"),
         ("width=1,w=2", "width"),
         ("colour=red", "colour"),
-        ("sharpen=1", "sharpen"),
-        ("trim.left=5", "trim.left"),
+        ("sharpen=11", "sharpen"),
+        ("trim.right=5", "trim.right"),  # Cloudflare has trim.width and trim.left, no trim.right
+        ("trim=1;2;3", "trim"),
+        ("trim=a;b;c;d", "trim"),
+        ("rotate=45", "rotate"),
+        ("flip=x", "flip"),
+        ("blur=251", "blur"),
+        ("brightness=-1", "brightness"),
+        ("saturation=11", "saturation"),
+        ("compression=slow", "compression"),
+        ("scq=0", "slow-connection-quality"),
+        ("upscale=generate", "upscale"),
+        ("segment=foreground", "segment"),
+        ("border=1", "border"),
         ("width", "people"),  # with no `=`, the first segment is a signature (none needed here)
     ],
 )
@@ -189,7 +202,7 @@ def test_every_cloudflare_option_is_supported_or_refused_with_a_reason():
         except InvalidParameter as error:
             assert error.parameter == name and "is not an option" not in error.message, name
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    table = readme.split("Every Cloudflare option, supported or not:")[1].split("facecrop's own")[0]
+    table = readme.split("Every Cloudflare option, supported or not")[1].split("facecrop's own")[0]
     rows = {line.split("|")[1] for line in table.splitlines() if line.startswith("| `")}
     for name in cloudflare:
         assert any(f"`{name}`" in row for row in rows), f"README's option table lacks {name}"
