@@ -9,6 +9,7 @@ import hashlib
 import socket
 import socketserver
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -128,20 +129,27 @@ class _Origin(BaseHTTPRequestHandler):
 
 
 @contextmanager
+def serving(server: socketserver.TCPServer, *stops: threading.Event) -> Iterator[str]:
+    """`server` answering on a thread of its own: its base URL (with a trailing /); on exit `stops`
+    are set (its handlers end) and it is shut."""
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    host, port = server.server_address[:2]
+    try:
+        yield f"http://{host}:{port}/"
+    finally:
+        for stop in stops:
+            stop.set()
+        server.shutdown()
+        server.server_close()
+
+
+@contextmanager
 def photo_origin(root: Path, host: str = "127.0.0.1") -> Iterator[tuple[str, OriginState]]:
     """An origin serving `root` on a free port of `host`: its base URL (with a trailing /) and state."""
     state = OriginState(root)
-    handler = type("Origin", (_Origin,), {"state": state})
-    server = ThreadingHTTPServer((host, 0), handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://{host}:{server.server_port}/", state
-    finally:
-        state.stop.set()
-        server.shutdown()
-        server.server_close()
+    with serving(ThreadingHTTPServer((host, 0), type("Origin", (_Origin,), {"state": state})), state.stop) as url:
+        yield url, state
 
 
 class Trap:
@@ -209,6 +217,7 @@ class HostileState:
     connection it was sending on) by path, each with an event to wait on."""
 
     photo: bytes
+    late_s: float = 8.0  # /late answers after this long
     release: threading.Event = field(default_factory=threading.Event)  # /hold answers once set
     stop: threading.Event = field(default_factory=threading.Event)
     seen: Counter = field(default_factory=Counter)
@@ -228,7 +237,8 @@ class HostileState:
 
 class _Hostile(socketserver.BaseRequestHandler):
     """Reads one request, then answers as HOSTILE says for its path (forever, a piece every
-    DRIP_S), or /hold: nothing until `release`, then the photo; /dead: closes at once."""
+    DRIP_S), or /hold: nothing until `release`, then the photo; /late: the photo after `late_s`;
+    /dead: closes at once."""
 
     state: HostileState
 
@@ -242,8 +252,9 @@ class _Hostile(socketserver.BaseRequestHandler):
         path = head.split(b" ", 2)[1].decode().partition("?")[0]
         self.state.count(self.state.seen, path)
         try:
-            if path == "/hold":
-                while not self.state.release.wait(DRIP_S):
+            if path in ("/hold", "/late"):
+                until = time.monotonic() + self.state.late_s
+                while not (self.state.release.wait(DRIP_S) if path == "/hold" else time.monotonic() >= until):
                     if self._closed_by_peer():
                         raise ConnectionResetError
                 photo = self.state.photo
@@ -270,13 +281,5 @@ def hostile_origin(photo_bytes: bytes, host: str = "127.0.0.1") -> Iterator[tupl
     """A misbehaving origin on a free port of `host`: its base URL (with a trailing /) and state."""
     state = HostileState(photo_bytes)
     server = socketserver.ThreadingTCPServer((host, 0), type("Hostile", (_Hostile,), {"state": state}))
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://{host}:{server.server_address[1]}/", state
-    finally:
-        state.stop.set()
-        state.release.set()
-        server.shutdown()
-        server.server_close()
+    with serving(server, state.stop, state.release) as url:
+        yield url, state

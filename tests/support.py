@@ -295,3 +295,15 @@ def log_line(request_id: str, name: str = "test") -> dict:
                 return json.loads(line)
         time.sleep(0.1)
     raise AssertionError(f"no log line for {request_id}")
+
+
+def url_client(originals: Path, **settings):
+    """The gateway in process, FACECROP_ORIGIN the directory `originals`, with the model stand-in."""
+    from gateway.app import create_app
+
+    return create_app(Settings(origin=str(originals), **settings), NoFacesModel()).test_client()
+
+
+def url_get(client, path: str, **headers):
+    """GET /cdn-cgi/image/`path` of an in-process gateway."""
+    return client.get(f"/cdn-cgi/image/{path}", headers=headers)

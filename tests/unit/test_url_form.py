@@ -22,7 +22,7 @@ from gateway.url.fetch import Fetcher, is_public
 from gateway.url.options import UNSUPPORTED, parse_url_options
 from gateway.url.sources import Source, resolve_source
 from tests.origins import trap
-from tests.support import NoFacesModel, astronaut, encoded, png_declaring
+from tests.support import NoFacesModel, astronaut, encoded, png_declaring, url_client, url_get
 
 KEY, SALT = "736563726574", "73616c74"
 
@@ -39,14 +39,6 @@ def originals(tmp_path: Path) -> Path:
     (root / "escape.jpg").symlink_to(tmp_path / "secret.jpg")
     (root / "inside.jpg").symlink_to(root / "people" / "astronaut.jpg")
     return root
-
-
-def client_for(originals: Path, **settings):
-    return create_app(Settings(origin=str(originals), **settings), NoFacesModel()).test_client()
-
-
-def get(client, path: str, **headers):
-    return client.get(f"/cdn-cgi/image/{path}", headers=headers)
 
 
 def picture(response) -> Image.Image:
@@ -74,19 +66,19 @@ def picture(response) -> Image.Image:
     ],
 )
 def test_every_fit_gives_cloudflares_size(originals, options, size):
-    assert picture(get(client_for(originals), f"{options}/people/astronaut.jpg")).size == size
+    assert picture(url_get(url_client(originals), f"{options}/people/astronaut.jpg")).size == size
 
 
 def test_pad_fills_with_the_background_and_squeeze_fills_without_it(originals):
-    client = client_for(originals)
-    padded = np.asarray(picture(get(client, "width=300,height=100,fit=pad,background=%23ff0000,f=png/wide.png")))
+    client = url_client(originals)
+    padded = np.asarray(picture(url_get(client, "width=300,height=100,fit=pad,background=%23ff0000,f=png/wide.png")))
     assert padded.shape == (100, 300, 3) and tuple(padded[50, 5]) == (255, 0, 0)  # a red band at the side
-    assert tuple(np.asarray(picture(get(client, "width=300,height=100,fit=pad,f=png/wide.png")))[50, 5]) == (
+    assert tuple(np.asarray(picture(url_get(client, "width=300,height=100,fit=pad,f=png/wide.png")))[50, 5]) == (
         255,
         255,
         255,
     )
-    squeezed = np.asarray(picture(get(client, "width=300,height=100,fit=squeeze,f=png/wide.png")))
+    squeezed = np.asarray(picture(url_get(client, "width=300,height=100,fit=squeeze,f=png/wide.png")))
     assert tuple(squeezed[50, 5]) != (255, 255, 255)
 
 
@@ -95,7 +87,7 @@ def test_pad_fills_with_the_background_and_squeeze_fills_without_it(originals):
     [("left", "0,0,256,512"), ("right", "256,0,256,512"), ("0.5x0.5", "128,0,256,512"), ("center", "128,0,256,512")],
 )
 def test_gravity_sides_and_points(originals, gravity, rect):
-    response = get(client_for(originals), f"width=100,height=200,fit=cover,gravity={gravity}/people/astronaut.jpg")
+    response = url_get(url_client(originals), f"width=100,height=200,fit=cover,gravity={gravity}/people/astronaut.jpg")
     assert response.headers["X-Crop-Rect"] == rect
 
 
@@ -115,20 +107,20 @@ def test_gravity_sides_and_points(originals, gravity, rect):
     ],
 )
 def test_formats_and_negotiation(originals, options, content_type, accept):
-    response = get(client_for(originals), f"{options}/people/astronaut.jpg", Accept=accept)
+    response = url_get(url_client(originals), f"{options}/people/astronaut.jpg", Accept=accept)
     assert response.status_code == 200 and response.headers["Content-Type"] == content_type
     assert (response.headers.get("Vary") == "Accept") == ("auto" in options)
     assert picture(response).size == (512, 512)
 
 
 def test_jpeg_is_progressive_as_cloudflares_and_baseline_jpeg_is_not(originals):
-    client = client_for(originals)
-    assert picture(get(client, "format=jpeg/people/astronaut.jpg")).info.get("progressive") == 1
-    assert not picture(get(client, "format=baseline-jpeg/people/astronaut.jpg")).info.get("progressive")
+    client = url_client(originals)
+    assert picture(url_get(client, "format=jpeg/people/astronaut.jpg")).info.get("progressive") == 1
+    assert not picture(url_get(client, "format=baseline-jpeg/people/astronaut.jpg")).info.get("progressive")
 
 
 def test_json_answers_the_crop_geometry(originals):
-    body = get(client_for(originals), "width=100,height=50,fit=cover,format=json/people/astronaut.jpg").json
+    body = url_get(url_client(originals), "width=100,height=50,fit=cover,format=json/people/astronaut.jpg").json
     assert body == {
         "image": {"width": 512, "height": 512},
         "crop": {"x": 0, "y": 128, "width": 512, "height": 256},
@@ -181,7 +173,7 @@ def test_json_answers_the_crop_geometry(originals):
     ],
 )
 def test_an_unknown_or_invalid_option_is_a_400_naming_it(originals, options, parameter):
-    response = get(client_for(originals), f"{options}/people/astronaut.jpg")
+    response = url_get(url_client(originals), f"{options}/people/astronaut.jpg")
     assert response.status_code == 400 and response.headers["Cache-Control"] == "no-store"
     assert response.json["error"]["code"] == "invalid_parameter" and response.json["error"]["parameter"] == parameter
 
@@ -220,12 +212,12 @@ def test_every_cloudflare_option_is_supported_or_refused_with_a_reason():
     ],
 )
 def test_a_directory_origin_is_never_left(originals, source):
-    response = get(client_for(originals), f"width=10/{source}")
+    response = url_get(url_client(originals), f"width=10/{source}")
     assert response.status_code == 404 and response.json["error"]["code"] == "source_not_found"
 
 
 def test_a_link_inside_the_origin_is_followed(originals):
-    assert picture(get(client_for(originals), "width=10/inside.jpg")).size == (10, 10)
+    assert picture(url_get(url_client(originals), "width=10/inside.jpg")).size == (10, 10)
 
 
 @pytest.mark.parametrize(
@@ -233,36 +225,36 @@ def test_a_link_inside_the_origin_is_followed(originals):
     [("notes.txt", 415, "unsupported_image"), ("bomb.png", 413, "image_too_large")],
 )
 def test_the_bytes_are_sniffed_and_bombs_refused(originals, source, status, code):
-    response = get(client_for(originals), f"width=10/{source}")
+    response = url_get(url_client(originals), f"width=10/{source}")
     assert response.status_code == status and response.json["error"]["code"] == code
     assert response.headers["Cache-Control"] == "public, max-age=60"
 
 
 def test_a_file_over_the_upload_limit_is_refused_unread(originals):
-    response = get(client_for(originals, max_upload_bytes=1000), "width=10/people/astronaut.jpg")
+    response = url_get(url_client(originals, max_upload_bytes=1000), "width=10/people/astronaut.jpg")
     assert response.status_code == 413 and response.json["error"]["code"] == "payload_too_large"
 
 
 def test_a_file_origin_revalidates_by_its_stat(originals):
-    client = client_for(originals)
-    first = get(client, "width=100/people/astronaut.jpg")
+    client = url_client(originals)
+    first = url_get(client, "width=100/people/astronaut.jpg")
     assert first.headers["Cache-Control"] == "public, max-age=86400"
-    again = get(client, "width=100/people/astronaut.jpg", **{"If-None-Match": first.headers["ETag"]})
+    again = url_get(client, "width=100/people/astronaut.jpg", **{"If-None-Match": first.headers["ETag"]})
     assert again.status_code == 304 and again.data == b"" and again.headers["ETag"] == first.headers["ETag"]
     assert again.headers["Cache-Control"] == first.headers["Cache-Control"]
-    other_options = get(client, "width=101/people/astronaut.jpg", **{"If-None-Match": first.headers["ETag"]})
+    other_options = url_get(client, "width=101/people/astronaut.jpg", **{"If-None-Match": first.headers["ETag"]})
     assert other_options.status_code == 200 and other_options.headers["ETag"] != first.headers["ETag"]
     os.utime(originals / "people" / "astronaut.jpg", ns=(1, 1))  # the source changed
-    changed = get(client, "width=100/people/astronaut.jpg", **{"If-None-Match": first.headers["ETag"]})
+    changed = url_get(client, "width=100/people/astronaut.jpg", **{"If-None-Match": first.headers["ETag"]})
     assert changed.status_code == 200 and changed.headers["ETag"] != first.headers["ETag"]
-    forged = get(client, "width=100/people/astronaut.jpg", **{"If-None-Match": '"abc.Zjox"'})
+    forged = url_get(client, "width=100/people/astronaut.jpg", **{"If-None-Match": '"abc.Zjox"'})
     assert forged.status_code == 200
 
 
 def test_head_answers_the_headers_without_the_body(originals):
-    client = client_for(originals)
+    client = url_client(originals)
     full, head = (
-        get(client, "width=64/people/astronaut.jpg"),
+        url_get(client, "width=64/people/astronaut.jpg"),
         client.head("/cdn-cgi/image/width=64/people/astronaut.jpg"),
     )
     assert head.status_code == 200 and head.data == b""
@@ -270,7 +262,7 @@ def test_head_answers_the_headers_without_the_body(originals):
 
 
 def test_signed_urls_from_the_python_client_pass_and_every_other_fails(originals):
-    client = client_for(originals, url_key=bytes.fromhex(KEY), url_salt=bytes.fromhex(SALT))
+    client = url_client(originals, url_key=bytes.fromhex(KEY), url_salt=bytes.fromhex(SALT))
     good = image_url("", "people/astronaut.jpg", key=KEY, salt=SALT, width=64, fit="cover", height=32)
     assert picture(client.get(good)).size == (64, 32)
     signature = good.split("/")[3]
@@ -289,17 +281,17 @@ def test_signed_urls_from_the_python_client_pass_and_every_other_fails(originals
 
 def test_without_a_key_a_signature_segment_is_passed_over(originals):
     url = image_url("", "people/astronaut.jpg", key=KEY, salt=SALT, width=64)
-    assert picture(client_for(originals).get(url)).size == (64, 64)
+    assert picture(url_client(originals).get(url)).size == (64, 64)
 
 
 def test_api_keys_do_not_leak_through_the_url_form(originals):
     keys = {"api_keys": ("k1",)}
-    refused = get(client_for(originals, **keys), "width=64/people/astronaut.jpg")
+    refused = url_get(url_client(originals, **keys), "width=64/people/astronaut.jpg")
     assert refused.status_code == 403 and refused.json["error"]["code"] == "invalid_signature"
-    opened = get(client_for(originals, allow_unsigned_urls=True, **keys), "width=64/people/astronaut.jpg")
+    opened = url_get(url_client(originals, allow_unsigned_urls=True, **keys), "width=64/people/astronaut.jpg")
     assert picture(opened).size == (64, 64)
     signed = image_url("", "people/astronaut.jpg", key=KEY, width=64)
-    assert picture(client_for(originals, url_key=bytes.fromhex(KEY), **keys).get(signed)).size == (64, 64)
+    assert picture(url_client(originals, url_key=bytes.fromhex(KEY), **keys).get(signed)).size == (64, 64)
 
 
 def test_relative_sources_need_an_origin_and_absolute_ones_an_allowed_prefix():
@@ -368,12 +360,12 @@ def test_avif_outputs_are_bounded_as_cloudflare_bounds_them():
     ],
 )
 def test_faces_are_looked_for_only_where_the_answer_depends_on_them(originals, options, detects):
-    response = get(client_for(originals), f"{options}/people/astronaut.jpg")
+    response = url_get(url_client(originals), f"{options}/people/astronaut.jpg")
     assert response.status_code == 200 and ("X-Face-Count" in response.headers) == detects
 
 
 def test_a_signature_covers_the_query_string(originals):
-    client = client_for(originals, url_key=bytes.fromhex(KEY), url_salt=bytes.fromhex(SALT))
+    client = url_client(originals, url_key=bytes.fromhex(KEY), url_salt=bytes.fromhex(SALT))
     good = image_url("", "people/astronaut.jpg?v=2", key=KEY, salt=SALT, width=64)
     assert picture(client.get(good)).size == (64, 64)
     response = client.get(good.replace("v=2", "v=3"))

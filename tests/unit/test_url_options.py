@@ -14,9 +14,7 @@ import pytest
 from PIL import Image
 
 from facecrop_client import image_url
-from gateway.app import create_app
-from gateway.config import Settings
-from tests.support import NoFacesModel, astronaut, encoded
+from tests.support import astronaut, encoded, url_client, url_get
 
 KEY, SALT = "736563726574", "73616c74"
 
@@ -31,14 +29,6 @@ def originals(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def source(originals) -> np.ndarray:
     return np.asarray(Image.open(originals / "photo.png").convert("RGB"))
-
-
-def client_for(originals: Path, **settings):
-    return create_app(Settings(origin=str(originals), **settings), NoFacesModel()).test_client()
-
-
-def get(client, path: str, **headers):
-    return client.get(f"/cdn-cgi/image/{path}", headers=headers)
 
 
 def pixels(response) -> np.ndarray:
@@ -64,27 +54,31 @@ def pixels(response) -> np.ndarray:
     ],
 )
 def test_geometry_pixel_for_pixel(originals, source, options, expected):
-    got = pixels(get(client_for(originals), f"{options},f=png/photo.png"))
+    got = pixels(url_get(url_client(originals), f"{options},f=png/photo.png"))
     assert np.array_equal(got, np.ascontiguousarray(expected(source)))
 
 
 def test_width_and_height_refer_to_the_turned_picture_and_resizing_comes_after(originals, source):
-    client = client_for(originals)
-    got = pixels(get(client, "rotate=90,trim=0;0;0;128,width=96,f=png/photo.png"))
+    client = url_client(originals)
+    got = pixels(url_get(client, "rotate=90,trim=0;0;0;128,width=96,f=png/photo.png"))
     turned = np.rot90(source[:, 128:], -1)  # 384 wide, 384 high: trimmed first, then turned
     expected = cv2.resize(np.ascontiguousarray(turned), (96, 96), interpolation=cv2.INTER_AREA)
     assert got.shape == (96, 96, 3) and np.abs(got.astype(int) - expected).max() <= 1
-    assert pixels(get(client, "rotate=90,width=192,height=512,fit=squeeze,f=png/photo.png")).shape == (512, 192, 3)
+    assert pixels(url_get(client, "rotate=90,width=192,height=512,fit=squeeze,f=png/photo.png")).shape == (512, 192, 3)
 
 
 def test_trim_border_removes_the_frame_of_one_colour(tmp_path):
     framed = np.full((300, 400, 3), 240, np.uint8)
     framed[50:250, 80:330] = np.asarray(astronaut().resize((250, 200)))
     (tmp_path / "framed.png").write_bytes(encoded(Image.fromarray(framed), "PNG"))
-    client = client_for(tmp_path)
-    assert pixels(get(client, "trim=border,f=png/framed.png")).shape == (200, 250, 3)
-    assert pixels(get(client, "trim=border,trim.border.keep=10,f=png/framed.png")).shape == (220, 270, 3)
-    assert pixels(get(client, "trim.border.color=%23000000,f=png/framed.png")).shape == (300, 400, 3)  # not its colour
+    client = url_client(tmp_path)
+    assert pixels(url_get(client, "trim=border,f=png/framed.png")).shape == (200, 250, 3)
+    assert pixels(url_get(client, "trim=border,trim.border.keep=10,f=png/framed.png")).shape == (220, 270, 3)
+    assert pixels(url_get(client, "trim.border.color=%23000000,f=png/framed.png")).shape == (
+        300,
+        400,
+        3,
+    )  # not its colour
 
 
 def sharpness(picture: np.ndarray) -> float:
@@ -92,55 +86,61 @@ def sharpness(picture: np.ndarray) -> float:
 
 
 def test_blur_and_sharpen_as_cloudflare_defines_them(originals):
-    client = client_for(originals)
-    plain = pixels(get(client, "width=256,f=png/photo.png"))
-    blurred = [sharpness(pixels(get(client, f"width=256,blur={radius},f=png/photo.png"))) for radius in (1, 5, 50, 250)]
+    client = url_client(originals)
+    plain = pixels(url_get(client, "width=256,f=png/photo.png"))
+    blurred = [
+        sharpness(pixels(url_get(client, f"width=256,blur={radius},f=png/photo.png"))) for radius in (1, 5, 50, 250)
+    ]
     assert sharpness(plain) > blurred[0] > blurred[1] > blurred[2] > blurred[3]  # a radius: more is blurrier
-    sharpened = [sharpness(pixels(get(client, f"width=256,sharpen={amount},f=png/photo.png"))) for amount in (1, 10)]
+    sharpened = [
+        sharpness(pixels(url_get(client, f"width=256,sharpen={amount},f=png/photo.png"))) for amount in (1, 10)
+    ]
     assert sharpness(plain) < sharpened[0] < sharpened[1]
-    assert np.array_equal(pixels(get(client, "width=256,blur=0,sharpen=0,f=png/photo.png")), plain)
+    assert np.array_equal(pixels(url_get(client, "width=256,blur=0,sharpen=0,f=png/photo.png")), plain)
 
 
 def test_colour_filters_as_cloudflare_defines_them(originals, source):
-    client = client_for(originals)
-    plain = pixels(get(client, "f=png/photo.png")).astype(float)
-    assert np.allclose(pixels(get(client, "brightness=0.5,f=png/photo.png")), np.rint(plain * 0.5), atol=1)
-    assert np.array_equal(pixels(get(client, "brightness=0,contrast=0,gamma=0,f=png/photo.png")), plain)  # 0: ignored
-    low = pixels(get(client, "contrast=0.5,f=png/photo.png")).astype(float)
+    client = url_client(originals)
+    plain = pixels(url_get(client, "f=png/photo.png")).astype(float)
+    assert np.allclose(pixels(url_get(client, "brightness=0.5,f=png/photo.png")), np.rint(plain * 0.5), atol=1)
+    assert np.array_equal(
+        pixels(url_get(client, "brightness=0,contrast=0,gamma=0,f=png/photo.png")), plain
+    )  # 0: ignored
+    low = pixels(url_get(client, "contrast=0.5,f=png/photo.png")).astype(float)
     assert low.std() == pytest.approx(plain.std() * 0.5, rel=0.05)
-    lighter = pixels(get(client, "gamma=0.5,f=png/photo.png")).astype(float)
+    lighter = pixels(url_get(client, "gamma=0.5,f=png/photo.png")).astype(float)
     assert lighter.mean() > plain.mean() + 20 and lighter.max() == plain.max()  # mid-tones up, the ends kept
-    grey = pixels(get(client, "saturation=0,f=png/photo.png")).astype(int)
+    grey = pixels(url_get(client, "saturation=0,f=png/photo.png")).astype(int)
     assert np.abs(grey[..., 0] - grey[..., 1]).max() <= 1 and np.abs(grey[..., 1] - grey[..., 2]).max() <= 1
-    vivid = pixels(get(client, "saturation=2,f=png/photo.png")).astype(float)
+    vivid = pixels(url_get(client, "saturation=2,f=png/photo.png")).astype(float)
     chroma = lambda p: np.abs(p - p.mean(axis=2, keepdims=True)).mean()  # noqa: E731
     assert chroma(vivid) > 1.6 * chroma(plain)
 
 
 def test_filters_come_after_the_resize(originals):
-    client = client_for(originals)
-    small_blur = pixels(get(client, "width=128,blur=4,f=png/photo.png"))
-    resized = pixels(get(client, "width=128,f=png/photo.png"))
+    client = url_client(originals)
+    small_blur = pixels(url_get(client, "width=128,blur=4,f=png/photo.png"))
+    resized = pixels(url_get(client, "width=128,f=png/photo.png"))
     expected = cv2.stackBlur(resized, (9, 9))  # the radius in output pixels
     assert np.abs(small_blur.astype(int) - expected).max() <= 1
 
 
 def test_compression_fast_slow_connections_and_png8(originals):
-    client = client_for(originals)
-    fast = get(client, "width=128,f=webp,compression=fast/photo.png")
+    client = url_client(originals)
+    fast = url_get(client, "width=128,f=webp,compression=fast/photo.png")
     assert fast.headers["Content-Type"] == "image/jpeg"
     path = "width=256,q=90,scq=20,f=jpeg/photo.png"
-    normal = get(client, path)
+    normal = url_get(client, path)
     for hints in ({"Save-Data": "on"}, {"ECT": "3g"}, {"RTT": "300"}, {"Downlink": "1.5"}):
-        slow = get(client, path, **hints)
+        slow = url_get(client, path, **hints)
         assert len(slow.data) < len(normal.data) * 0.6 and slow.headers["ETag"] != normal.headers["ETag"], hints
     for hints in ({"ECT": "4g"}, {"RTT": "50"}, {"Downlink": "10"}, {"Save-Data": "off"}):
-        assert get(client, path, **hints).data == normal.data, hints
+        assert url_get(client, path, **hints).data == normal.data, hints
     assert normal.headers["Accept-CH"] == "Save-Data, ECT, RTT, Downlink"
     assert set(normal.headers["Vary"].split(", ")) == {"Save-Data", "ECT", "RTT", "Downlink"}
-    assert "Accept-CH" not in get(client, "width=256/photo.png").headers
-    palette = Image.open(io.BytesIO(get(client, "width=128,f=png,q=80/photo.png").data))
-    full = Image.open(io.BytesIO(get(client, "width=128,f=png/photo.png").data))
+    assert "Accept-CH" not in url_get(client, "width=256/photo.png").headers
+    palette = Image.open(io.BytesIO(url_get(client, "width=128,f=png,q=80/photo.png").data))
+    full = Image.open(io.BytesIO(url_get(client, "width=128,f=png/photo.png").data))
     assert (palette.format, palette.mode, full.mode) == ("PNG", "P", "RGB")
 
 
@@ -151,23 +151,23 @@ def test_gravity_auto_keeps_the_subject_of_a_picture_without_faces(tmp_path):
     backdrop = np.tile(np.linspace(200, 230, 900, dtype=np.float32)[None, :, None], (300, 1, 3)).astype(np.uint8)
     backdrop[80:220, 700:840] = rng.integers(0, 255, (140, 140, 3), dtype=np.uint8)
     (tmp_path / "product.png").write_bytes(encoded(Image.fromarray(backdrop), "PNG"))
-    client = client_for(tmp_path)
-    window = get(client, "width=200,height=200,fit=cover,gravity=auto,f=json/product.png").json
+    client = url_client(tmp_path)
+    window = url_get(client, "width=200,height=200,fit=cover,gravity=auto,f=json/product.png").json
     crop = window["crop"]
     assert window["focus"] == "saliency" and crop["x"] <= 700 and crop["x"] + crop["width"] >= 840
-    centre = get(client, "width=200,height=200,fit=cover,f=json/product.png").json
+    centre = url_get(client, "width=200,height=200,fit=cover,f=json/product.png").json
     assert centre["focus"] == "center" and centre["crop"]["x"] + centre["crop"]["width"] < 700
 
 
 def test_onerror_redirect_sends_a_relative_source_to_its_path_on_this_host(originals):
-    client = client_for(originals)
-    answer = get(client, "width=64,onerror=redirect/missing/photo.png?v=2")
+    client = url_client(originals)
+    answer = url_get(client, "width=64,onerror=redirect/missing/photo.png?v=2")
     assert answer.status_code == 302 and answer.headers["Location"] == "/missing/photo.png?v=2"
-    assert get(client, "width=64/missing/photo.png").status_code == 404
+    assert url_get(client, "width=64/missing/photo.png").status_code == 404
 
 
 def test_the_client_builds_and_signs_urls_with_the_new_options(originals, source):
-    client = client_for(originals, url_key=bytes.fromhex(KEY), url_salt=bytes.fromhex(SALT))
+    client = url_client(originals, url_key=bytes.fromhex(KEY), url_salt=bytes.fromhex(SALT))
     url = image_url(
         "http://localhost", "photo.png", key=KEY, salt=SALT, trim=(10, 20, 30, 40), trim_border_keep=0, f="png"
     )
