@@ -62,8 +62,10 @@ lint: $(VENV)/.installed
 test: lint $(MODEL) $(CHROMIUM) $(JEMALLOC) $(PROFILES)
 	$(PY) -m pytest
 
+# Every section, side by side in one run (about two hours here); `make bench BENCH_ARGS="--sections
+# core,video"` runs some of them (python -m bench --help lists them).
 bench: $(MODEL) $(JEMALLOC) $(PROFILES)
-	$(PY) -m bench --results build/bench-results.md
+	$(PY) -m bench --results build/bench-results.md $(BENCH_ARGS)
 
 # Where the gateway's CPU goes, per photo class (py-spy): collapsed stacks in build/profile/, top functions printed.
 profile: $(MODEL)

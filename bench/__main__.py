@@ -24,6 +24,13 @@ Scenarios, all at the gateway's resize policy and the same onnxruntime thread co
                      (bench/placement.py)
   URL form           GET /cdn-cgi/image cache misses against thumbor's smart crop (c=1 p50, c=8
                      throughput, faces framed), and a 304 revalidation's CPU (bench/url.py)
+  hostile origins    deadlines, a slow-origin flood, a dead origin's breaker (bench/hostile.py)
+  photos people have colour against LittleCMS, HEIC and AVIF, animations, the JPEG path before and
+                     after, sharp (bench/sources.py)
+  options            each Cloudflare option's cost, gravity=auto without faces (bench/options.py)
+  allocators         12 MP photos on each allocator: CPU, page faults, memory (bench/allocators.py)
+
+The report opens with the verdict on every target, from what this run measured (bench/verdicts.py).
 
 By default it starts its own local Triton + gateway on free ports; `--url` (and
 `--triton-url` for batch statistics) measures a running deployment instead.
@@ -46,16 +53,21 @@ import cv2
 import numpy as np
 import requests
 
+from bench.allocators import report as allocators_report
 from bench.anonymize import report as anonymize_report
 from bench.cpu import floor_cpu_ms
 from bench.cpu import report as cpu_report
 from bench.detail import report as detail_report
 from bench.harness import Measurement, closed_loop
+from bench.hostile import report as hostile_report
 from bench.onnx_model import OnnxModel
+from bench.options import report as options_report
 from bench.phone import gateway_cpu, phone_photos
 from bench.phone import table as phone_table
 from bench.placement import report as placement_report
+from bench.sources import report as sources_report
 from bench.url import report as url_report
+from bench.verdicts import record, verdict_table
 from bench.video import report as video_report
 from bench.workload import PHOTO_SETS, load_photos, must_succeed, photo_paths, service_call
 from facecrop_client import Client
@@ -66,7 +78,7 @@ from gateway.params import DetectOptions
 from gateway.pipeline import run_detection
 from gateway.postprocess import detect_faces
 from gateway.preprocess import to_model_input
-from local_triton.processes import SHARED_FACES, child_pids, memory_mib, running_gateway, running_stack
+from local_triton.processes import SHARED_FACES, Stack, child_pids, memory_mib, running_gateway, running_stack
 
 PAIRS = 3  # pairs of runs (in-process, then the service) behind each target ratio
 PAIRED_PASSES = 2  # each run of a pair goes this many times over the same photos
@@ -162,18 +174,9 @@ def table(rows: list[Measurement], reference: Measurement, best_in_process: Meas
     return "\n".join(lines)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--url", help="measure a running gateway instead of starting a local stack")
-    parser.add_argument("--triton-url", help="Triton HTTP address of that deployment, for batch statistics")
-    parser.add_argument(
-        "--threads", type=int, default=os.cpu_count(), help="onnxruntime threads, in-process and in the local Triton"
-    )
-    parser.add_argument("--count", type=int, default=400, help="most calls per scenario")
-    parser.add_argument("--seconds", type=float, default=45, help="most seconds per scenario")
-    parser.add_argument("--results", type=Path, help="also write the report (markdown) to this file")
-    args = parser.parse_args()
-
+def core(args: argparse.Namespace, stack: Stack | None, url: str, extra_env: dict[str, str]) -> list[str]:
+    """The first sections: the model, the in-process pipeline, the peer and the service side by
+    side, the paired ratios, facecrop batch, detail, the phone photos and the other wire format."""
     settings = Settings()
     options = DetectOptions()
     photos = load_photos()
@@ -184,16 +187,6 @@ def main() -> int:
         cv2.cvtColor(cv2.resize(p, plan.size[::-1]), cv2.COLOR_BGR2RGB) for p, (_, plan) in zip(decoded, inputs)
     ]
     bounds = {"max_count": args.count, "max_seconds": args.seconds}
-    partial_results = args.results.with_suffix(".partial.md") if args.results else None
-    if partial_results:
-        partial_results.unlink(missing_ok=True)
-
-    def keep(name: str, section: str) -> str:
-        """`section`, also appended to the partial results as soon as it is measured (a long run may be cut off)."""
-        if partial_results:
-            with partial_results.open("a") as file:
-                file.write(f"## {name}\n\n{section}\n\n")
-        return section
 
     def pipeline(data: bytes) -> None:
         run_detection(data, model, settings, options)
@@ -222,86 +215,97 @@ def main() -> int:
     )
     face_count = postprocess(crowded, outputs)
 
-    extra_env = {"FACECROP_WORKERS": os.environ.get("FACECROP_WORKERS", "2")}
-    stack_context = nullcontext(None) if args.url else running_stack("bench", extra_env, intra_op_threads=args.threads)
-    with stack_context as stack:
-        url = args.url or stack.gateway
-        triton_http = args.triton_url or (stack.triton_http if stack else None)
-        call = must_succeed(service_call(url))
-        rss_before = worker_memory(stack.gateway_process.pid) if stack else []
-        for concurrency in (1, 4, 16):
-            rows.append(closed_loop(f"service c={concurrency}", call, photos, concurrency, warmup=4, **bounds))
+    triton_http = args.triton_url or (stack.triton_http if stack else None)
+    call = must_succeed(service_call(url))
+    rss_before = worker_memory(stack.gateway_process.pid) if stack else []
+    for concurrency in (1, 4, 16):
+        rows.append(closed_loop(f"service c={concurrency}", call, photos, concurrency, warmup=4, **bounds))
 
-        def run(name: str, function: Callable, concurrency: int) -> Run:
-            return lambda: closed_loop(name, function, photos, concurrency, PAIRED_PASSES * len(photos), 120, warmup=0)
+    def run(name: str, function: Callable, concurrency: int) -> Run:
+        return lambda: closed_loop(name, function, photos, concurrency, PAIRED_PASSES * len(photos), 120, warmup=0)
 
-        best_concurrency = 1 if best_in_process is reference else 2
-        paired_latency = paired_ratios(
-            run("in-process", pipeline, 1),
-            run("service", call, 1),
-            lambda service, local: service.percentile_ms(50) / local.percentile_ms(50),
-        )
-        paired_throughput = paired_ratios(
-            run("in-process", pipeline, best_concurrency),
-            run("service", call, 16),
-            lambda service, local: service.throughput / local.throughput,
-        )
-        batch = batch_throughput(url, photo_paths(), count=1000, concurrency=16)
-        crowds = [p.read_bytes() for p in sorted((SHARED_FACES / "wider_val_native" / "images").glob("*.jpg"))]
-        detail_rows = []
-        for detail in ("standard", "high"):
-            before = triton_counts(triton_http, settings.model_name) if triton_http else None
-            high = must_succeed(service_call(url, params={"detail": detail, "max_faces": "1000"}))
-            measured = closed_loop(f"service c=1, crowds at 1024 px, detail={detail}", high, crowds, 1, **bounds)
-            counts = triton_counts(triton_http, settings.model_name) - before if before is not None else None
-            detail_rows.append((measured, counts))
-        hide = must_succeed(service_call(url, "/v1/anonymize"))
-        anonymized = closed_loop("service c=1, crowds at 1024 px, /v1/anonymize (defaults)", hide, crowds, 1, **bounds)
-        phone_rows = []
-        if stack:
-            phones = phone_photos()
-            phone_floor = floor_cpu_ms(phones)
-            pid = stack.gateway_process.pid
-            phone_rows = [
-                gateway_cpu("/v1/detect", url, pid, "/v1/detect", {}, phones),
-                gateway_cpu("/v1/crop 512x512", url, pid, "/v1/crop", {"width": "512", "height": "512"}, phones),
-            ]
-        rss_after = worker_memory(stack.gateway_process.pid) if stack else []
-        if stack:  # the other wire format, through a second gateway on the same Triton
-            other = "float32" if settings.wire_format == "uint8" else "uint8"
-            with running_gateway(stack.triton_grpc, {**extra_env, "FACECROP_WIRE_FORMAT": other}) as extra:
-                other_url = extra.url
-                for concurrency in (1, 16):
-                    rows.append(
-                        closed_loop(
-                            f"service c={concurrency}, {other} wire",
-                            must_succeed(service_call(other_url)),
-                            photos,
-                            concurrency,
-                            warmup=4,
-                            **bounds,
-                        )
+    best_concurrency = 1 if best_in_process is reference else 2
+    paired_latency = paired_ratios(
+        run("in-process", pipeline, 1),
+        run("service", call, 1),
+        lambda service, local: service.percentile_ms(50) / local.percentile_ms(50),
+    )
+    paired_throughput = paired_ratios(
+        run("in-process", pipeline, best_concurrency),
+        run("service", call, 16),
+        lambda service, local: service.throughput / local.throughput,
+    )
+    batch = batch_throughput(url, photo_paths(), count=1000, concurrency=16)
+    crowds = [p.read_bytes() for p in sorted((SHARED_FACES / "wider_val_native" / "images").glob("*.jpg"))]
+    detail_rows = []
+    for detail in ("standard", "high"):
+        before = triton_counts(triton_http, settings.model_name) if triton_http else None
+        high = must_succeed(service_call(url, params={"detail": detail, "max_faces": "1000"}))
+        measured = closed_loop(f"service c=1, crowds at 1024 px, detail={detail}", high, crowds, 1, **bounds)
+        counts = triton_counts(triton_http, settings.model_name) - before if before is not None else None
+        detail_rows.append((measured, counts))
+    hide = must_succeed(service_call(url, "/v1/anonymize"))
+    anonymized = closed_loop("service c=1, crowds at 1024 px, /v1/anonymize (defaults)", hide, crowds, 1, **bounds)
+    phone_rows = []
+    if stack:
+        phones = phone_photos()
+        phone_floor = floor_cpu_ms(phones)
+        pid = stack.gateway_process.pid
+        phone_rows = [
+            gateway_cpu("/v1/detect", url, pid, "/v1/detect", {}, phones),
+            gateway_cpu("/v1/crop 512x512", url, pid, "/v1/crop", {"width": "512", "height": "512"}, phones),
+        ]
+    rss_after = worker_memory(stack.gateway_process.pid) if stack else []
+    if stack:  # the other wire format, through a second gateway on the same Triton
+        other = "float32" if settings.wire_format == "uint8" else "uint8"
+        with running_gateway(stack.triton_grpc, {**extra_env, "FACECROP_WIRE_FORMAT": other}) as extra:
+            other_url = extra.url
+            for concurrency in (1, 16):
+                rows.append(
+                    closed_loop(
+                        f"service c={concurrency}, {other} wire",
+                        must_succeed(service_call(other_url)),
+                        photos,
+                        concurrency,
+                        warmup=4,
+                        **bounds,
                     )
-        batching = triton_batch_statistics(triton_http, settings.model_name) if triton_http else "n/a (no --triton-url)"
-        cpu = keep("gateway CPU", cpu_report(stack, extra_env) if stack else "")
-        details = keep("detail", detail_report(url))
-        hiding = keep("anonymize", anonymize_report(url))
-        videos = keep("video", video_report(url))
-        placements = keep("placement", placement_report(url, candidates=True))
-        url_form = keep("URL form", url_report(stack, extra_env) if stack else "")
-
+                )
+    batching = triton_batch_statistics(triton_http, settings.model_name) if triton_http else "n/a (no --triton-url)"
     by_name = {m.name: m for m in rows}
     latency_ratio = by_name["service c=1"].percentile_ms(50) / reference.percentile_ms(50)
     throughput_ratio = by_name["service c=16"].throughput / best_in_process.throughput
     best_service = max((m for m in rows if m.name.startswith("service")), key=lambda m: m.throughput)
+    record(
+        "#19",
+        "service c=1 p50 <= 1.3x in-process (paired)",
+        f"{np.median(paired_latency):.2f}x",
+        np.median(paired_latency) <= 1.3,
+    )
+    record(
+        "#19",
+        "service c=16 >= 0.9x the best in-process throughput (paired)",
+        f"{np.median(paired_throughput):.2f}x",
+        np.median(paired_throughput) >= 0.9,
+    )
+    record(
+        "#6",
+        "facecrop batch >= 0.9x the service's best throughput",
+        f"{batch.throughput / best_service.throughput:.2f}x",
+        batch.throughput >= 0.9 * best_service.throughput,
+    )
+    record(
+        "#5",
+        "postprocess p95 on the most crowded demo photo < 5 ms",
+        f"{post.percentile_ms(95):.2f} ms",
+        post.percentile_ms(95) < 5,
+    )
+    if rss_after:
+        largest = max(float(r.split()[0]) for r in rss_after)
+        record("#11", "gateway worker RSS after the bench < 150 MiB", f"{largest:.0f} MiB", largest < 150)
     report = [
-        f"# make bench ({datetime.date.today().isoformat()})",
-        "",
-        f"Command: `make bench` | machine: {os.cpu_count()} cores, {platform.machine()}, "
-        f"Python {platform.python_version()} | "
         f"onnxruntime threads: {args.threads} | photos: {len(photos)} (../shared/faces: {', '.join(PHOTO_SETS)}) | "
-        f"target size {settings.target_size}, pad multiple {settings.pad_multiple} | wire: {settings.wire_format} | "
-        f"gateway workers: {extra_env['FACECROP_WORKERS']} | service: {url}",
+        f"target size {settings.target_size}, pad multiple {settings.pad_multiple} | wire: {settings.wire_format}",
         "",
         table(rows, reference, best_in_process),
         "",
@@ -329,14 +333,115 @@ def main() -> int:
             f"- 12 MP /v1/detect gateway CPU / floor: **{detect_ratio:.2f}x** (target <= 1.3); "
             f"512x512 /v1/crop: **{crop_ratio:.2f}x** (target <= 2)",
         ]
-    if cpu:
-        report += ["", "Gateway CPU per request, one gateway per Triton transport on the same Triton:", "", cpu]
-    report += ["", "`detail` on every labeled set (bench/detail.py):", "", details]
-    report += ["", "/v1/anonymize against deface on every labeled set (bench/anonymize.py):", "", hiding]
-    report += ["", "facecrop video against the deface command, end to end (bench/video.py):", "", videos]
-    report += ["", "Placement: /v1/crop at zoom 0 on every labeled set (bench/placement.py):", "", placements]
-    if url_form:
-        report += ["", "The URL form against thumbor 7.8's smart crop, cache misses (bench/url.py):", "", url_form]
+    return report
+
+
+Section = Callable[[Stack | None, str, dict[str, str]], str]
+# (name, title, what measures it from the stack, the gateway's URL and the gateway's environment)
+SECTIONS: tuple[tuple[str, str, Section], ...] = (
+    (
+        "cpu",
+        "Gateway CPU per request, one gateway per Triton transport on the same Triton:",
+        lambda stack, url, env: cpu_report(stack, env) if stack else "",
+    ),
+    ("detail", "`detail` on every labeled set (bench/detail.py):", lambda stack, url, env: detail_report(url)),
+    (
+        "anonymize",
+        "/v1/anonymize against deface on every labeled set (bench/anonymize.py):",
+        lambda stack, url, env: anonymize_report(url),
+    ),
+    (
+        "video",
+        "facecrop video against the deface command, end to end (bench/video.py):",
+        lambda stack, url, env: video_report(url),
+    ),
+    (
+        "placement",
+        "Placement: /v1/crop at zoom 0 on every labeled set (bench/placement.py):",
+        lambda stack, url, env: placement_report(url, stack, candidates=True),
+    ),
+    (
+        "url",
+        "The URL form against thumbor 7.8's smart crop, cache misses (bench/url.py):",
+        lambda stack, url, env: url_report(stack, env) if stack else "",
+    ),
+    (
+        "hostile",
+        "The URL form under hostile origins (bench/hostile.py):",
+        lambda stack, url, env: hostile_report(stack, env) if stack else "",
+    ),
+    (
+        "sources",
+        "The photos people have (bench/sources.py):",
+        lambda stack, url, env: sources_report(stack, env) if stack else "",
+    ),
+    (
+        "options",
+        "Cloudflare's options (bench/options.py):",
+        lambda stack, url, env: options_report(stack, env) if stack else "",
+    ),
+    (
+        "allocators",
+        "The allocators on 12 MP photos, side by side (bench/allocators.py):",
+        lambda stack, url, env: allocators_report(stack, env)[0] if stack else "",
+    ),
+)
+SECTION_NAMES = ("core", *(name for name, _, _ in SECTIONS))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--url", help="measure a running gateway instead of starting a local stack")
+    parser.add_argument("--triton-url", help="Triton HTTP address of that deployment, for batch statistics")
+    parser.add_argument(
+        "--threads", type=int, default=os.cpu_count(), help="onnxruntime threads, in-process and in the local Triton"
+    )
+    parser.add_argument("--count", type=int, default=400, help="most calls per scenario")
+    parser.add_argument("--seconds", type=float, default=45, help="most seconds per scenario")
+    parser.add_argument("--results", type=Path, help="also write the report (markdown) to this file")
+    parser.add_argument(
+        "--sections",
+        default=",".join(SECTION_NAMES),
+        help=f"the sections to run, in this order whatever is given (default: all of {','.join(SECTION_NAMES)})",
+    )
+    args = parser.parse_args()
+    chosen = set(args.sections.split(","))
+    if chosen - set(SECTION_NAMES):
+        parser.error(f"unknown sections: {', '.join(sorted(chosen - set(SECTION_NAMES)))}")
+    partial_results = args.results.with_suffix(".partial.md") if args.results else None
+    if partial_results:
+        partial_results.unlink(missing_ok=True)
+
+    def keep(name: str, section: str) -> str:
+        """`section`, also appended to the partial results as soon as it is measured (a long run may be cut off)."""
+        if partial_results:
+            with partial_results.open("a") as file:
+                file.write(f"## {name}\n\n{section}\n\n")
+        return section
+
+    extra_env = {"FACECROP_WORKERS": os.environ.get("FACECROP_WORKERS", "2")}
+    stack_context = nullcontext(None) if args.url else running_stack("bench", extra_env, intra_op_threads=args.threads)
+    with stack_context as stack:
+        url = args.url or stack.gateway
+        head = keep("core", "\n".join(core(args, stack, url, extra_env))) if "core" in chosen else ""
+        texts = [(title, keep(name, run(stack, url, extra_env))) for name, title, run in SECTIONS if name in chosen]
+    ran = [name for name in SECTION_NAMES if name in chosen]
+    report = [
+        f"# make bench ({datetime.date.today().isoformat()})",
+        "",
+        "Where every target stands, from this run's figures (below, each beside its section):",
+        "",
+        verdict_table(),
+        "",
+        f"Command: `python -m bench --sections {','.join(ran)}` | machine: {os.cpu_count()} cores, "
+        f"{platform.machine()}, Python {platform.python_version()} | gateway workers: {extra_env['FACECROP_WORKERS']} "
+        f"| service: {url}",
+    ]
+    if head:
+        report += ["", head]
+    for title, text in texts:
+        if text:
+            report += ["", title, "", text]
     text = "\n".join(report)
     print(text)
     if args.results:

@@ -26,6 +26,7 @@ import cv2
 import numpy as np
 
 from bench.phone import phone_photos, process_cpu_s
+from bench.verdicts import record
 from bench.workload import must_succeed, service_call
 from gateway.decode import JPEG_REDUCTIONS, jpeg_reduction, read_header, upright_size
 from gateway.preprocess import scale_for
@@ -83,9 +84,17 @@ class CpuTotals:
         return self.gateway_s / self.requests * 1000, self.triton_s / self.requests * 1000
 
 
-def measure(stack: Stack, gateways: dict[str, tuple[str, int]], photos: list[bytes], rounds: int) -> dict:
-    """Alternating rounds over the gateways (mode -> (url, master pid)); CPU totals per mode."""
-    calls = {mode: must_succeed(service_call(url)) for mode, (url, _) in gateways.items()}
+def measure(
+    stack: Stack,
+    gateways: dict[str, tuple[str, int]],
+    photos: list[bytes],
+    rounds: int,
+    endpoint: str = "/v1/detect",
+    params: dict | None = None,
+) -> dict:
+    """Alternating rounds over the gateways (mode -> (url, master pid)), each photo POSTed to
+    `endpoint` with `params`; CPU totals per mode."""
+    calls = {mode: must_succeed(service_call(url, endpoint, params)) for mode, (url, _) in gateways.items()}
     totals = {mode: CpuTotals() for mode in gateways}
     for mode in gateways:  # warm-up: connections, regions, caches
         for data in photos[:2]:
@@ -135,6 +144,15 @@ def report(stack: Stack, gateway_env: dict[str, str], rounds: int = 6) -> str:
     def ratio(name: str, mode: str) -> float:
         return results[name, mode][0] / results[name, mode][2]
 
+    twelve, ordinary = ratio(TWELVE_MP, "on"), ratio(ORDINARY_MIX, "on")
+    count = len(photo_classes()[TWELVE_MP]) * rounds
+    record(
+        "#35",
+        "12 MP gateway CPU <= 1.3x the decode floor, the allocator make serve runs",
+        f"{twelve:.2f}x ({count} photos)",
+        twelve <= 1.3,
+    )
+    record("#19", "ordinary photos' gateway CPU <= 2.5x the decode floor", f"{ordinary:.2f}x", ordinary <= 2.5)
     lines += [
         "",
         f"- gateway CPU / floor, ordinary photos: **{ratio(ORDINARY_MIX, 'on'):.2f}x** through shared memory, "

@@ -2,18 +2,22 @@
 
 The workload (the same sequence for every gateway): bursts of 1 to 16 concurrent requests
 mixing /v1/detect, /v1/crop and /v1/anonymize on ordinary photos, crowds with detail=high and
-auto, 12 MP EXIF-rotated phone photos, bad inputs (415, 400, 413), and the URL form (face
-crops, plain resizes and 304 revalidations from a directory origin): `--requests` in all
-(20,000), loopback only, stopping by itself.
+auto, 12 MP EXIF-rotated phone photos, the photos people have (HEIC and AVIF, Display P3 JPEGs),
+bad inputs (415, 400, 413, a truncated HEIC), and the URL form (face crops, plain resizes, 304
+revalidations and an animated GIF from a directory origin): `--requests` in all (20,000),
+loopback only, stopping by itself.
 
 Every `--sample` seconds: each worker's resident memory (RSS) and its parts (heap: RssAnon;
 shared memory: RssShmem) and its regions in /dev/shm. `--allocators` runs one gateway per
 allocator on the same Triton (glibc as gunicorn.conf.py tunes it, jemalloc, mimalloc), the
 same bursts sent to each in turn: side by side in one run.
 
-Prints a table, writes a plot (build/soak.png), and passes only with: no 5xx, every worker at
-most 150 MiB at the end, RSS flat (+-5 %) over the second half, /dev/shm not growing, and no
-region left once the gateways are stopped.
+Prints a table, writes a plot (build/soak.png), and passes only with what it prints: no 5xx,
+no answer other than the one expected for its kind, no worker restarted, every worker at most
+150 MiB resident and 130 MiB proportional (PSS) at the end, its RSS and PSS flat over the second
+half (the trend of a line fitted through every sample, which the swings of single samples around
+bursts and purges do not move, within +-5 % of the mean), /dev/shm not growing, and no region left
+once the gateways are stopped.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
+import shutil
 import threading
 import time
 from collections import Counter
@@ -31,19 +36,25 @@ from pathlib import Path
 
 import numpy as np
 import requests
+from PIL import Image
 
 from bench.phone import phone_photos
 from bench.workload import load_photos
+from gateway.imaging.profiles import DISPLAY_P3
 from gateway.shm import NAME_PREFIX, SHM_DIR
 from local_triton import BUILD_DIR
 from local_triton.allocators import ALLOCATORS
 from local_triton.processes import SHARED_FACES, Gateway, child_pids, memory_mib, running_gateway, running_stack
+from tests.sources import animation, encoded_as
 from tests.support import png_declaring
 
 MAX_WORKER_MIB = 150
+MAX_WORKER_PSS_MIB = 130
 FLAT = 0.05  # +-5 %
 SETTLE_S = 10.0  # quiet after the last request, before the last sample
 PLOT = BUILD_DIR / "soak.png"
+DEMO = sorted(SHARED_FACES.glob("demo/*.jpg"))
+FACE_CROP = "width=256,height=256,fit=cover,gravity=face"
 BURSTS = (1, 2, 4, 8, 16)
 
 
@@ -65,7 +76,13 @@ def mix() -> list[Call]:
     ordinary = load_photos()
     crowds = [p.read_bytes() for p in sorted((SHARED_FACES / "wider_val_native" / "images").glob("*.jpg"))[:12]]
     phones = phone_photos(4)
-    relative = [p.relative_to(SHARED_FACES) for p in sorted(SHARED_FACES.glob("*/images/*.jpg"))[:60]]
+    relative = url_photos()
+    people_have = {  # 1 MP, as phones send them
+        container: [
+            encoded_as(Image.open(p).convert("RGB").resize((1152, 864)), container, DISPLAY_P3) for p in DEMO[:4]
+        ]
+        for container in ("HEIF", "AVIF", "JPEG")
+    }
     pick = itertools.count()
 
     def photo(pool: list) -> bytes:
@@ -80,10 +97,16 @@ def mix() -> list[Call]:
 
     def by_url(kind: str, options: str, **headers) -> Call:
         expected = frozenset({304}) if "If-None-Match" in headers else frozenset({200})
-        return Call(kind, "GET", f"/cdn-cgi/image/{options}/{photo(relative)}", headers=headers, expected=expected)
+        return Call(
+            kind, "GET", f"/cdn-cgi/image/{options}/shared/{photo(relative)}", headers=headers, expected=expected
+        )
 
     weights: list[tuple[int, Callable[[], Call]]] = [
-        (28, lambda: upload("detect", "/v1/detect", ordinary)),
+        (17, lambda: upload("detect", "/v1/detect", ordinary)),
+        (3, lambda: upload("HEIC crop", "/v1/crop", people_have["HEIF"], width=256, height=256)),
+        (3, lambda: upload("AVIF crop", "/v1/crop", people_have["AVIF"], width=256, height=256)),
+        (3, lambda: upload("Display P3 anonymize", "/v1/anonymize", people_have["JPEG"])),
+        (2, lambda: bad("bad: truncated HEIC", "/v1/detect", people_have["HEIF"][0][:2000], {}, 415)),
         (10, lambda: upload("crop", "/v1/crop", ordinary, width=256, height=256)),
         (8, lambda: upload("anonymize", "/v1/anonymize", ordinary)),
         (3, lambda: upload("detail=auto", "/v1/detect", crowds, detail="auto", max_faces=1000)),
@@ -91,9 +114,15 @@ def mix() -> list[Call]:
         (3, lambda: upload("anonymize crowd", "/v1/anonymize", crowds)),
         (3, lambda: upload("12 MP detect", "/v1/detect", phones)),
         (2, lambda: upload("12 MP crop", "/v1/crop", phones, width=512, height=512)),
-        (10, lambda: by_url("URL face crop", "width=256,height=256,fit=cover,gravity=face")),
+        (7, lambda: by_url("URL face crop", FACE_CROP)),
         (8, lambda: by_url("URL resize", "width=320,f=webp")),
         (4, lambda: by_url("URL 304", "width=320,f=webp", **{"If-None-Match": "*"})),
+        (
+            3,
+            lambda: Call(
+                "URL animation", "GET", "/cdn-cgi/image/width=200,height=200,fit=cover,gravity=face/party.gif"
+            ),
+        ),
         (6, lambda: bad("bad: not an image", "/v1/detect", b"not an image" * 40, {}, 415)),
         (6, lambda: bad("bad: parameter", "/v1/crop", photo(ordinary), {"zoom": "7"}, 400)),
         (6, lambda: bad("bad: bomb", "/v1/detect", png_declaring(90_000, 90_000), {}, 413)),
@@ -190,8 +219,10 @@ def soak(gateways: dict[str, Gateway], count: int, sample_s: float) -> dict[str,
 @dataclass(frozen=True)
 class Verdict:
     end_mib: dict[int, float]  # each worker's RSS after the soak (SETTLE_S after the last request)
-    drift: dict[int, float]  # second half: its last quarter's median RSS against its first quarter's
-    slope: dict[int, float]  # MiB per 10,000 requests over the second half (a leak keeps rising)
+    end_pss: dict[int, float]  # and its PSS
+    slope: dict[int, float]  # RSS, MiB per 10,000 requests over the second half (a leak keeps rising)
+    trend: dict[int, float]  # that slope over the second half, against its mean RSS
+    pss_trend: dict[int, float]  # the same for PSS
     shm_growth_mib: float  # /dev/shm regions, second half
     server_errors: int  # 5xx, and requests with no answer even when sent again
     restarted: int  # workers that died and were replaced
@@ -201,31 +232,44 @@ class Verdict:
     def passed(self) -> bool:
         return (
             self.server_errors == 0
+            and not self.wrong
             and self.restarted == 0
             and max(self.end_mib.values()) <= MAX_WORKER_MIB
-            and max(abs(d) for d in self.drift.values()) <= FLAT
+            and max(self.end_pss.values()) <= MAX_WORKER_PSS_MIB
+            and max(abs(t) for t in [*self.trend.values(), *self.pss_trend.values()]) <= FLAT
             and self.shm_growth_mib <= 0
         )
 
 
+def fitted_trend(series: np.ndarray) -> tuple[float, float]:
+    """(MiB per 10,000 requests, change over the span against the mean) of a line fitted through
+    (requests done, MiB) samples."""
+    if len(series) < 3:
+        return 0.0, 0.0
+    slope = float(np.polyfit(series[:, 0], series[:, 1], 1)[0])
+    span = float(series[-1, 0] - series[0, 0])
+    return slope * 10_000, slope * span / float(series[:, 1].mean())
+
+
 def judge(record: Record, expected: dict[str, frozenset[int]]) -> Verdict:
-    """RSS rises in every burst and falls after it: flatness compares the medians of the second
-    half's first and last quarters (samples of every phase of the bursts), not single readings."""
+    """Flatness is the fitted trend over the second half: RSS and PSS rise in every burst and fall
+    after it, so single readings swing; a line through all of them does not."""
     second_half = [s for s in record.samples if s[1] >= record.done / 2]
     pids = sorted(record.samples[-1][2])
-    end = {pid: record.samples[-1][2][pid]["VmRSS"] for pid in pids}
-    drift, slope = {}, {}
-    quarter = max(1, len(second_half) // 4)
+    last = record.samples[-1][2]
+    slope, trend, pss_trend = {}, {}, {}
     for pid in pids:
-        series = np.array([(s[1], s[2][pid]["VmRSS"]) for s in second_half if pid in s[2]])
-        first, last = np.median(series[:quarter, 1]), np.median(series[-quarter:, 1])
-        drift[pid] = float((last - first) / first)
-        slope[pid] = float(np.polyfit(series[:, 0], series[:, 1], 1)[0] * 10_000) if len(series) > 2 else 0.0
+        rss = np.array([(s[1], s[2][pid]["VmRSS"]) for s in second_half if pid in s[2]])
+        pss = np.array([(s[1], s[2][pid]["Pss"]) for s in second_half if pid in s[2]])
+        slope[pid], trend[pid] = fitted_trend(rss)
+        pss_trend[pid] = fitted_trend(pss)[1]
     wrong = Counter({key: n for key, n in record.statuses.items() if key[1] not in expected[key[0]]})
     return Verdict(
-        end_mib=end,
-        drift=drift,
+        end_mib={pid: last[pid]["VmRSS"] for pid in pids},
+        end_pss={pid: last[pid]["Pss"] for pid in pids},
         slope=slope,
+        trend=trend,
+        pss_trend=pss_trend,
         shm_growth_mib=second_half[-1][3] - second_half[0][3],
         server_errors=sum(n for (_, status), n in record.statuses.items() if status >= 500 or status == 0),
         restarted=len({pid for s in record.samples for pid in s[2]}) - len(pids),
@@ -263,19 +307,20 @@ def plot(records: dict[str, Record], path: Path) -> None:
 
 def table(records: dict[str, Record], verdicts: dict[str, Verdict], seconds: float) -> list[str]:
     lines = [
-        "| gateway | requests | 5xx | workers' RSS at the end, MiB | heap, MiB | second half: drift | MiB per 10k "
-        "requests | /dev/shm growth, MiB | workers restarted | passes |",
-        "|---|---:|---:|---|---|---|---|---:|---:|---|",
+        "| gateway | requests | 5xx | unexpected answers | workers' RSS at the end, MiB | PSS, MiB | heap, MiB "
+        "| second half: RSS trend (MiB per 10k requests) | PSS trend | /dev/shm growth, MiB | workers restarted "
+        "| passes |",
+        "|---|---:|---:|---:|---|---|---|---|---|---:|---:|---|",
     ]
     for name, record in records.items():
         verdict, last = verdicts[name], record.samples[-1][2]
         heaps = ", ".join(f"{last[pid]['RssAnon']:.0f}" for pid in verdict.end_mib)
+        trends = ", ".join(f"{verdict.trend[p] * 100:+.1f} % ({verdict.slope[p]:+.1f})" for p in verdict.end_mib)
         lines.append(
-            f"| {name} | {record.done} | {verdict.server_errors} "
+            f"| {name} | {record.done} | {verdict.server_errors} | {sum(verdict.wrong.values())} "
             f"| {', '.join(f'{v:.0f}' for v in verdict.end_mib.values())} "
-            f"| {heaps} "
-            f"| {', '.join(f'{v * 100:+.1f} %' for v in verdict.drift.values())} "
-            f"| {', '.join(f'{v:+.1f}' for v in verdict.slope.values())} | {verdict.shm_growth_mib:+.1f} "
+            f"| {', '.join(f'{v:.0f}' for v in verdict.end_pss.values())} | {heaps} | {trends} "
+            f"| {', '.join(f'{v * 100:+.1f} %' for v in verdict.pss_trend.values())} | {verdict.shm_growth_mib:+.1f} "
             f"| {verdict.restarted} | {'yes' if verdict.passed else 'no'} |"
         )
     lines.append(f"\n{seconds:.0f} s in all; the plot: {PLOT.relative_to(BUILD_DIR.parent)}")
@@ -287,6 +332,26 @@ def table(records: dict[str, Record], verdicts: dict[str, Verdict], seconds: flo
     return lines
 
 
+def url_photos() -> list[Path]:
+    """The shared photos the URL form is asked for, relative to ../shared/faces."""
+    return [p.relative_to(SHARED_FACES) for p in sorted(SHARED_FACES.glob("*/images/*.jpg"))[:60]]
+
+
+def originals() -> Path:
+    """The URL form's origin: copies of url_photos() (the gateway serves no link that leaves its
+    origin), and an animated GIF of a crowd."""
+    folder = BUILD_DIR / "soak-originals"
+    for relative in url_photos():
+        copy = folder / "shared" / relative
+        if not copy.exists():
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(SHARED_FACES / relative, copy)
+    crowd = Image.open(SHARED_FACES / "demo" / "widertest_20_Family_Group_Family_Group_20_435.jpg").convert("RGB")
+    frames = [crowd.resize((480, 320)).rotate(angle) for angle in range(0, 20, 2)]
+    (folder / "party.gif").write_bytes(animation(frames, "GIF", [80] * len(frames), loop=0))
+    return folder
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=20_000, help="requests to each gateway")
@@ -295,7 +360,7 @@ def main() -> None:
     args = parser.parse_args()
     names = [a for a in args.allocators.split(",") if a] or [None]
     expected = {call.kind: call.expected for call in mix()}
-    origin = {"FACECROP_ORIGIN": str(SHARED_FACES)}
+    origin = {"FACECROP_ORIGIN": str(originals())}
     started = time.monotonic()
     with running_stack("soak", origin, intra_op_threads=2) as stack, contextlib.ExitStack() as stack_of_gateways:
         gateways = {
@@ -315,7 +380,9 @@ def main() -> None:
     print(f"- /dev/shm regions of the soak's workers left after stopping: {leftover:.1f} MiB")
     passed = all(v.passed for v in verdicts.values()) and leftover == 0
     print(
-        f"\n{'PASS' if passed else 'FAIL'}: no 5xx, every worker <= {MAX_WORKER_MIB} MiB, RSS flat over the second half"
+        f"\n{'PASS' if passed else 'FAIL'}: no 5xx or unexpected answer, no worker restarted, every worker <= "
+        f"{MAX_WORKER_MIB} MiB RSS and {MAX_WORKER_PSS_MIB} MiB PSS, RSS and PSS trends within +-{FLAT:.0%} "
+        "over the second half, /dev/shm not growing, nothing left"
     )
     raise SystemExit(0 if passed else 1)
 

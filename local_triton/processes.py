@@ -131,23 +131,28 @@ def start_triton(
 
 
 def start_gateway(
-    port: int, triton_grpc_url: str, extra_env: dict[str, str] | None = None, log_path: Path | None = None
+    port: int,
+    triton_grpc_url: str,
+    extra_env: dict[str, str] | None = None,
+    log_path: Path | None = None,
+    root: Path = PROJECT_ROOT,
 ) -> subprocess.Popen:
-    """Start the gateway under gunicorn, with its production config, on 127.0.0.1:`port`, with the
-    allocator FACECROP_MALLOC names (local_triton/allocators.py: jemalloc where installed)."""
+    """Start the gateway of the tree at `root` (this checkout; an earlier commit's, for before and
+    after) under gunicorn, with its production config, on 127.0.0.1:`port`, with the allocator
+    FACECROP_MALLOC names (local_triton/allocators.py: jemalloc where installed)."""
     env = dict(os.environ)
     env.update({"FACECROP_BIND": f"127.0.0.1:{port}", "FACECROP_TRITON_URL": triton_grpc_url})
     env.update(extra_env or {})
     env.update(allocator_env(env.get("FACECROP_MALLOC")))
-    command = [sys.executable, "-m", "gunicorn", "--config", str(PROJECT_ROOT / "gateway" / "gunicorn.conf.py")]
-    return _spawn(command, env, log_path)
+    command = [sys.executable, "-m", "gunicorn", "--config", str(root / "gateway" / "gunicorn.conf.py")]
+    return _spawn(command, env, log_path, root)
 
 
-def _spawn(command: list[str], env: dict[str, str], log_path: Path | None) -> subprocess.Popen:
+def _spawn(
+    command: list[str], env: dict[str, str], log_path: Path | None, cwd: Path = PROJECT_ROOT
+) -> subprocess.Popen:
     output = open(log_path, "ab") if log_path else None  # noqa: SIM115 - owned by the child
-    return subprocess.Popen(
-        command, env=env, cwd=PROJECT_ROOT, stdout=output, stderr=subprocess.STDOUT if output else None
-    )
+    return subprocess.Popen(command, env=env, cwd=cwd, stdout=output, stderr=subprocess.STDOUT if output else None)
 
 
 def wait_until_ok(url: str, process: subprocess.Popen, timeout_s: float) -> None:
@@ -181,11 +186,12 @@ def child_pids(pid: int) -> list[int]:
 
 def memory_mib(pid: int) -> dict[str, float]:
     """Resident memory of one process in MiB: VmRSS and its parts RssAnon (heap), RssFile
-    (mapped files: libraries) and RssShmem (shared memory: Triton regions, metrics files);
-    zeros once it has exited."""
-    fields = ("VmRSS", "RssAnon", "RssFile", "RssShmem")
+    (mapped files: libraries) and RssShmem (shared memory: Triton regions, metrics files), and its
+    Pss (each shared page divided among the processes that map it); zeros once it has exited."""
+    fields = ("VmRSS", "RssAnon", "RssFile", "RssShmem", "Pss")
     try:
         lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+        lines += Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
     except OSError:
         lines = []
     values = {line.split(":")[0]: int(line.split()[1]) / 1024 for line in lines if line.startswith(fields)}
@@ -227,11 +233,12 @@ class Gateway:
 
 @contextmanager
 def running_gateway(
-    triton_grpc: str, gateway_env: dict[str, str] | None = None, name: str = "extra"
+    triton_grpc: str, gateway_env: dict[str, str] | None = None, name: str = "extra", root: Path = PROJECT_ROOT
 ) -> Iterator[Gateway]:
-    """One more gateway on a free port, for an already running Triton."""
+    """One more gateway (of the tree at `root`) on a free port, for an already running Triton."""
     port = free_port()
-    gateway = start_gateway(port, triton_grpc, gateway_env, LOG_DIR / f"{name}-gateway.log")
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    gateway = start_gateway(port, triton_grpc, gateway_env, LOG_DIR / f"{name}-gateway.log", root)
     try:
         wait_until_ok(f"http://127.0.0.1:{port}/readyz", gateway, timeout_s=60)
         yield Gateway(f"http://127.0.0.1:{port}", gateway)

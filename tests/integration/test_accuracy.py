@@ -8,12 +8,13 @@ import requests
 from tests.ap50 import average_precision
 from tests.support import labeled_set
 
-# The in-process reference with the same model, the 1024 policy and a 0.02 score threshold
-# reaches 0.746, 0.817 and 0.626 (../shared/faces/README.md); the service must not fall
-# below these. detail=high must lift the crowds of wider_val_native to 0.78 and cost at
-# most 0.01 elsewhere (measured: 0.800 there, unchanged elsewhere).
-FLOORS = {"wider_val_416sq": 0.74, "facemask": 0.80, "dlib_voc_faces": 0.98, "wider_val_native": 0.62}
-HIGH_DETAIL_FLOORS = {"wider_val_native": 0.78}
+# Floors within 0.01 of what the service measures at its default policy, so that a real drop
+# fails: 0.7563, 0.855, 0.999 and 0.6296 at detail=standard, and 0.7993 on the crowds of
+# wider_val_native at detail=high (measured 2026-11-24; the in-process reference of
+# ../shared/faces/README.md, one pass at 1024 and a 0.02 threshold, reaches 0.746, 0.817, 1.000 and
+# 0.626). Elsewhere detail=high may cost at most 0.01 (it measures the same as standard).
+FLOORS = {"wider_val_416sq": 0.75, "facemask": 0.85, "dlib_voc_faces": 0.99, "wider_val_native": 0.62}
+HIGH_DETAIL_FLOORS = {"wider_val_native": 0.79}
 
 
 def service_ap50(stack, name: str, detail: str) -> float:

@@ -1,0 +1,33 @@
+"""The targets `make bench` checks, and its verdict on each from what it measured in the same run:
+sections `record` a target with the figure they printed beside it; the report opens with the table.
+No verdict is written by hand: bench/RESULTS.md's table is this one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Verdict:
+    issue: str
+    target: str
+    figure: str
+    met: bool
+
+
+RECORDED: list[Verdict] = []
+
+
+def record(issue: str, target: str, figure: str, met: bool) -> bool:
+    """Keep the verdict on `target` (of `issue`), `figure` being what was measured; returns `met`."""
+    RECORDED.append(Verdict(issue, target, figure, bool(met)))
+    return bool(met)
+
+
+def verdict_table(verdicts: list[Verdict] | None = None) -> str:
+    """The verdicts as a table, by issue (newest first), in the order they were recorded."""
+    rows = sorted(verdicts if verdicts is not None else RECORDED, key=lambda v: -int(v.issue.strip("#") or 0))
+    lines = ["| issue | target | this run | |", "|---|---|---|---|"]
+    lines += [f"| {v.issue} | {v.target} | {v.figure} | {'met' if v.met else '**not met**'} |" for v in rows]
+    met = sum(v.met for v in rows)
+    return "\n".join([*lines, "", f"{met} of {len(rows)} targets met in this run."])
