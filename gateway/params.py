@@ -106,9 +106,19 @@ ANONYMIZE = (
         "margin", "number", Hiding.margin, "Each region is the face box grown this many times about its centre.", 1, 3
     ),
     Parameter("shape", "choice", Hiding.shape, "The shape of each hidden region.", choices=("ellipse", "rect")),
+    Parameter(
+        "preset",
+        "choice",
+        "privacy",
+        "`privacy`: the defaults above, recall first; `fast`: the standard pass at 12 % and a margin of 1.3 "
+        "(faster, fewer faces hidden; the parameters given still apply).",
+        choices=("privacy", "fast"),
+    ),
     _CROP["format"],
     _CROP["quality"],
 )
+# preset=fast: what it changes of the defaults (`facecrop video --fast`'s setting, README "Anonymize").
+FAST_ANONYMIZE = {"min_confidence": 12.0, "detail": "standard", "margin": 1.3}
 DETECT_PARAMETERS = frozenset(p.name for p in DETECT)
 CROP_PARAMETERS = frozenset(p.name for p in CROP)
 ANONYMIZE_PARAMETERS = frozenset(p.name for p in ANONYMIZE)
@@ -217,7 +227,10 @@ def parse_crop_options(values: Mapping[str, str]) -> CropOptions:
 
 
 def parse_anonymize_options(values: Mapping[str, str]) -> tuple[DetectOptions, AnonymizeOptions]:
-    """What to find (every face, listed all with format=json) and how to hide it."""
+    """What to find (every face, listed all with format=json) and how to hide it; preset=fast's
+    values where the parameter is not given."""
     parsed = parse(values, ANONYMIZE)
+    if parsed.pop("preset") == "fast":
+        parsed |= {name: value for name, value in FAST_ANONYMIZE.items() if name not in values}
     detect = {name: parsed.pop(name) for name in ("min_confidence", "min_face_size", "detail")}
     return DetectOptions(max_faces=1000, landmarks=False, **detect), AnonymizeOptions(**parsed)

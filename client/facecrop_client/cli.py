@@ -59,7 +59,7 @@ def add_finding_options(parser: argparse.ArgumentParser) -> None:
         "--detail",
         choices=("standard", "auto", "high", "fast"),
         help="high: also a tiled pass for small faces (slower); auto: only where the standard pass sees small faces; "
-        "fast: the standard pass at 640 pixels",
+        "fast: the standard pass at 640 pixels (default standard; anonymize and video auto)",
     )
 
 
@@ -89,7 +89,7 @@ def add_crop_options(parser: argparse.ArgumentParser) -> None:
 def add_anonymize_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", choices=("blur", "pixelate", "fill"), help="service default blur")
     parser.add_argument("--strength", type=float, help="0.05-1, relative to each face (default 1)")
-    parser.add_argument("--margin", type=float, help="1-3: each face box grown so many times (default 1.5; video 1.3)")
+    parser.add_argument("--margin", type=float, help="1-3: each face box grown so many times (default 1.5; video 1.4)")
     parser.add_argument("--shape", choices=("ellipse", "rect"))
 
 
@@ -127,6 +127,11 @@ def parser() -> argparse.ArgumentParser:
     video.add_argument("source", type=Path, metavar="IN")
     video.add_argument("target", type=Path, metavar="OUT")
     video.add_argument("--mode", choices=("anonymize", "detect"), default="anonymize")
+    video.add_argument(
+        "--fast",
+        action="store_true",
+        help="the standard pass alone, 12%% and margin 1.3: faster, and fewer faces hidden (README, Video)",
+    )
     video.add_argument(
         "--hold", type=int, default=None, help="frames a face missed between two sightings stays hidden (default 2)"
     )
@@ -229,10 +234,12 @@ def video_module():
 def video_job(args: argparse.Namespace, source: Path, target: Path, mode: str = "anonymize"):
     """The VideoJob of `video` or `batch`: their finding and hiding options over the video defaults."""
     videos = video_module()
+    preset = videos.FAST if getattr(args, "fast", False) else videos.DEFAULTS
     defaults = videos.VideoJob(source, target)
-    params = {"min_confidence": videos.MIN_CONFIDENCE, "max_faces": 1000, "landmarks": mode == "detect"}
+    params = {"min_confidence": preset.min_confidence, "max_faces": 1000, "landmarks": mode == "detect"}
     params |= service_params(args, FINDING_OPTIONS)
-    hiding = replace(defaults.hiding, **service_params(args, ("method", "strength", "margin", "shape")))
+    hiding = replace(defaults.hiding, margin=preset.margin)
+    hiding = replace(hiding, **service_params(args, ("method", "strength", "margin", "shape")))
     hold, crf = getattr(args, "hold", None), getattr(args, "crf", None)
     return videos.VideoJob(
         source,
@@ -240,7 +247,8 @@ def video_job(args: argparse.Namespace, source: Path, target: Path, mode: str = 
         mode,
         params,
         hiding,
-        defaults.hold if hold is None else hold,
+        preset.hold if hold is None else hold,
+        preset.tile_every,
         defaults.crf if crf is None else crf,
         getattr(args, "in_flight", defaults.in_flight),
     )

@@ -25,18 +25,33 @@ import av
 import cv2
 import numpy as np
 from av.video.stream import VideoStream
-from facecrop_hiding import Hiding, hide_faces, plausible
+from facecrop_hiding import Hiding, hidden_share, hide_faces, plausible
 
 from facecrop_client.client import Client
 
 DETECT_SIDE = 1024  # the service's standard pass sees no more (FACECROP_TARGET_SIZE)
 JPEG_QUALITY = 90
-# Chosen on the four clips of ../shared/faces/video, held out one at a time (bench/video_tuning.py,
-# README "Video"): of the policies within 1.5x deface's changed area on every clip, these hide the
-# most faces in the worst clip.
-MIN_CONFIDENCE = 12.0
-MARGIN = 1.3
-HOLD = 2  # frames a face missed between two sightings stays hidden
+
+
+@dataclass(frozen=True)
+class Preset:
+    """How hard a job looks for faces: the lowest confidence hidden, each region's margin, the frames
+    a face missed between two sightings stays hidden, and how often a frame is sent whole with
+    detail=auto (tiled where the standard pass sees small faces; 0: never)."""
+
+    min_confidence: float
+    margin: float
+    hold: int
+    tile_every: int
+
+
+# Privacy first: chosen on the four clips of ../shared/faces/video, each held out in turn
+# (bench/video_tuning.py, README "Video"): of the settings within 1.5 times deface's area on every
+# clip, the one hiding the most beyond deface's in its worst clip (none reaches deface + 0.03 on all
+# four: the masks lack 0.003); the tiled pass on every frame where the standard pass sees small faces.
+DEFAULTS = Preset(min_confidence=12.0, margin=1.4, hold=2, tile_every=1)
+# --fast: the standard pass alone (the defaults before), for footage where speed matters more.
+FAST = Preset(min_confidence=12.0, margin=1.3, hold=2, tile_every=0)
 CRF = 20  # constant quality (x264, x265, VP9, AV1): the shared clip's own; 18 made files 1.6x larger (README, "Video")
 ENCODERS = {"h264": "libx264", "hevc": "libx265", "vp9": "libvpx-vp9", "vp8": "libvpx", "av1": "libsvtav1"}
 FALLBACK_ENCODER = "libx264"
@@ -57,10 +72,17 @@ class VideoJob:
     target: Path
     mode: str = "anonymize"  # or detect: JSON Lines, one line per frame, then a summary
     params: dict = field(default_factory=dict)  # /v1/detect's finding options (min_confidence, detail, ...)
-    hiding: Hiding = field(default_factory=lambda: Hiding(margin=MARGIN))
-    hold: int = HOLD
+    hiding: Hiding = field(default_factory=lambda: Hiding(margin=DEFAULTS.margin))
+    hold: int = DEFAULTS.hold
+    tile_every: int = DEFAULTS.tile_every  # every so many frames with detail=auto (params without a detail)
     crf: int = CRF
     in_flight: int = 4
+
+    def params_for(self, index: int) -> dict:
+        """The finding options of frame `index`: detail=auto on every `tile_every`-th."""
+        if self.tile_every and index % self.tile_every == 0 and "detail" not in self.params:
+            return {**self.params, "detail": "auto"}
+        return self.params
 
 
 @dataclass
@@ -69,10 +91,15 @@ class VideoSummary:
     skipped: int = 0  # frames that could not be decoded
     faces: int = 0  # faces hidden (or listed), over all frames
     seconds: float = 0.0
+    hidden: float = 0.0  # shares of the frames hidden, added up
 
     def line(self) -> str:
         fps = self.frames / self.seconds if self.seconds else 0.0
-        return f"{self.frames} frames ({self.skipped} skipped), {self.faces} faces, {self.seconds:.1f} s, {fps:.1f} fps"
+        area = self.hidden / self.frames if self.frames else 0.0
+        return (
+            f"{self.frames} frames ({self.skipped} skipped), {self.faces} faces, {area:.1%} of the picture hidden, "
+            f"{self.seconds:.1f} s, {fps:.1f} fps"
+        )
 
 
 def check_paths(source: Path, target: Path) -> None:
@@ -230,8 +257,8 @@ def _in_order(client: Client, job: VideoJob, frames: Iterator[av.VideoFrame], ba
 
     pool = ThreadPoolExecutor(job.in_flight)
     try:
-        for frame in frames:
-            queue.append((frame, pool.submit(detect_frame, client, frame, job.params)))
+        for index, frame in enumerate(frames):
+            queue.append((frame, pool.submit(detect_frame, client, frame, job.params_for(index))))
             if len(queue) > job.in_flight + job.hold:
                 yield oldest()
         while queue:
@@ -280,6 +307,7 @@ def _hide_faces(client: Client, job: VideoJob, container, partial: Path, summary
                 if len(boxes):
                     pixels = hide_faces(frame.to_ndarray(format="bgr24"), boxes[:, :4], job.hiding)
                     out = av.VideoFrame.from_ndarray(pixels, format="bgr24")
+                    summary.hidden += hidden_share(boxes[:, :4], job.hiding, (frame.width, frame.height))
                 out.pts, out.time_base = frame.pts, frame.time_base
                 out.pict_type = av.video.frame.PictureType.NONE
                 output.mux(video.encode(out))

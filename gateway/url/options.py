@@ -11,6 +11,7 @@ import functools
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import unquote
 
 from facecrop_hiding import Hiding
@@ -20,7 +21,17 @@ from gateway.errors import InvalidParameter
 from gateway.imaging.filters import Filters
 from gateway.imaging.geometry import Geometry, Trim
 from gateway.imaging.metadata import METADATA_CHOICES
-from gateway.params import ANONYMIZE, DETECT, INTEGER, PARSERS, CropOptions, DetectOptions, Parameter, parse
+from gateway.params import (
+    ANONYMIZE,
+    DETECT,
+    FAST_ANONYMIZE,
+    INTEGER,
+    PARSERS,
+    CropOptions,
+    DetectOptions,
+    Parameter,
+    parse,
+)
 
 ALIASES = {
     "w": "width",
@@ -38,6 +49,7 @@ UNSUPPORTED = {
 }
 FITS = ("scale-down", "contain", "scale-up", "cover", "crop", "aspect-crop", "pad", "squeeze")
 ROTATIONS = ("0", "90", "180", "270", "360")
+PRESETS = ("privacy", "fast")
 TRIM_KEYS = ("trim.width", "trim.height", "trim.left", "trim.top")
 BORDER_KEYS = ("trim.border.color", "trim.border.tolerance", "trim.border.keep")
 FORMATS = ("auto", "avif", "webp", "jpeg", "baseline-jpeg", "png", "gif", "json")
@@ -61,7 +73,7 @@ MAX_SIDE = 4096
 MAX_OPTIONS_LENGTH = 512  # every option at its longest fits; the parse cache stays small
 OPTION_SEPARATOR = re.compile(r",(?![^()]*\))")  # commas, but not inside rgb(...)
 _DETECT = {p.name: p for p in DETECT}
-_ANONYMIZE = {p.name: p for p in ANONYMIZE}
+ANONYMIZE_DEFAULTS: dict[str, Any] = {p.name: p.default for p in ANONYMIZE}
 
 OPTIONS = (
     Parameter("width", "integer", None, "Output width in pixels (times dpr).", 1, MAX_SIDE),
@@ -111,6 +123,7 @@ OPTIONS = (
     Parameter(
         "anonymize", "choice", None, "Hide every face: blur, pixelate or fill.", choices=("blur", "pixelate", "fill")
     ),
+    Parameter("preset", "choice", "privacy", "With anonymize: privacy (its defaults) or fast.", choices=PRESETS),
 )
 _OPTIONS = {p.name: p for p in OPTIONS}
 # Options that change nothing of the answer (left out of its ETag).
@@ -237,11 +250,12 @@ def parse_url_options(segment: str) -> UrlOptions:
             sides[side] = max(1, round(parsed[side] * dpr))
             if sides[side] > MAX_SIDE:
                 raise InvalidParameter("dpr", f"makes the {side} {sides[side]}, over {MAX_SIDE}")
-    hiding = Hiding(method=parsed["anonymize"]) if parsed["anonymize"] else None
+    hiding_defaults = ANONYMIZE_DEFAULTS | (FAST_ANONYMIZE if parsed["preset"] == "fast" else {})
+    hiding = Hiding(method=parsed["anonymize"], margin=hiding_defaults["margin"]) if parsed["anonymize"] else None
     threshold = parsed["min-confidence"]
     if threshold is None:
-        threshold = _ANONYMIZE["min_confidence"].default if hiding else _DETECT["min_confidence"].default
-    detail = str(parsed["detail"] if "detail" in values or not hiding else _ANONYMIZE["detail"].default)
+        threshold = hiding_defaults["min_confidence"] if hiding else _DETECT["min_confidence"].default
+    detail = str(parsed["detail"] if "detail" in values or not hiding else hiding_defaults["detail"])
     fmt = "jpeg" if parsed["compression"] == "fast" and parsed["format"] != "json" else parsed["format"]
     crop = CropOptions(
         width=sides.get("width"),
