@@ -93,9 +93,7 @@ def colour_table(url: str) -> list[str]:
         cells = []
         for container in CONTAINERS:
             data = encoded_as(astronaut, container, icc)
-            answer = requests.post(
-                f"{url}/v1/crop", params={**CROP, "format": "png"}, files={"image": data}, timeout=60
-            )
+            answer = requests.post(f"{url}/v1/crop", params=COLOUR_CROP, files={"image": data}, timeout=60)
             answer.raise_for_status()
             mean, p99 = colour_error(answer.content, srgb_reference(data, icc, (256, 256)))
             worst = max(worst, mean)
