@@ -337,13 +337,16 @@ def core(args: argparse.Namespace, stack: Stack | None, url: str, extra_env: dic
 
 
 Section = Callable[[Stack | None, str, dict[str, str]], str]
+
+
+def on_stack(report: Callable[[Stack, dict[str, str]], str]) -> Section:
+    """A section that needs the local stack (its gateways, its Triton): nothing against --url."""
+    return lambda stack, url, env: report(stack, env) if stack else ""
+
+
 # (name, title, what measures it from the stack, the gateway's URL and the gateway's environment)
 SECTIONS: tuple[tuple[str, str, Section], ...] = (
-    (
-        "cpu",
-        "Gateway CPU per request, one gateway per Triton transport on the same Triton:",
-        lambda stack, url, env: cpu_report(stack, env) if stack else "",
-    ),
+    ("cpu", "Gateway CPU per request, one gateway per Triton transport on the same Triton:", on_stack(cpu_report)),
     ("detail", "`detail` on every labeled set (bench/detail.py):", lambda stack, url, env: detail_report(url)),
     (
         "anonymize",
@@ -360,30 +363,14 @@ SECTIONS: tuple[tuple[str, str, Section], ...] = (
         "Placement: /v1/crop at zoom 0 on every labeled set (bench/placement.py):",
         lambda stack, url, env: placement_report(url, stack, candidates=True),
     ),
-    (
-        "url",
-        "The URL form against thumbor 7.8's smart crop, cache misses (bench/url.py):",
-        lambda stack, url, env: url_report(stack, env) if stack else "",
-    ),
-    (
-        "hostile",
-        "The URL form under hostile origins (bench/hostile.py):",
-        lambda stack, url, env: hostile_report(stack, env) if stack else "",
-    ),
-    (
-        "sources",
-        "The photos people have (bench/sources.py):",
-        lambda stack, url, env: sources_report(stack, env) if stack else "",
-    ),
-    (
-        "options",
-        "Cloudflare's options (bench/options.py):",
-        lambda stack, url, env: options_report(stack, env) if stack else "",
-    ),
+    ("url", "The URL form against thumbor 7.8's smart crop, cache misses (bench/url.py):", on_stack(url_report)),
+    ("hostile", "The URL form under hostile origins (bench/hostile.py):", on_stack(hostile_report)),
+    ("sources", "The photos people have (bench/sources.py):", on_stack(sources_report)),
+    ("options", "Cloudflare's options (bench/options.py):", on_stack(options_report)),
     (
         "allocators",
         "The allocators on 12 MP photos, side by side (bench/allocators.py):",
-        lambda stack, url, env: allocators_report(stack, env)[0] if stack else "",
+        on_stack(lambda stack, env: allocators_report(stack, env)[0]),
     ),
 )
 SECTION_NAMES = ("core", *(name for name, _, _ in SECTIONS))
