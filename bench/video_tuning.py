@@ -31,7 +31,7 @@ from pathlib import Path
 import av
 import cv2
 import numpy as np
-from facecrop_hiding import Hiding, hide_faces, plausible, regions
+from facecrop_hiding import Hiding, hidden_share, hide_faces, plausible
 
 from bench.workload import report_command
 from facecrop_client import Client
@@ -120,13 +120,6 @@ def boxes_per_frame(found: dict[str, list[np.ndarray]], policy: Policy, frame_si
     return [b[plausible(b[:, 4], b[:, :4])] if len(b) else b for b in chosen]
 
 
-def hidden_area(boxes: np.ndarray, margin: float, size: tuple[int, int]) -> float:
-    """The share of a frame of `size` inside the regions that hide `boxes` (ellipses, as the client's)."""
-    if not len(boxes):
-        return 0.0
-    return float(region_mask(size, [tuple(r) for r in regions(boxes[:, :4], margin, size).tolist()]).mean())
-
-
 def deface_area(name: str) -> float:
     """deface's mean share of each frame inside its regions, at its defaults (cached)."""
     cache = WORK / f"{name}.deface-area.json"
@@ -192,7 +185,7 @@ def judge(
         hidden = 0
         for after, faces in zip(encoded_again(shown), inner):
             hidden += sum(detail(after[rows, columns]) < DETAIL_KEPT * ref for rows, columns, ref in faces)
-        area = float(np.mean([hidden_area(b, policy.margin, size) for b in boxes]))
+        area = float(np.mean([hidden_share(b[:, :4], hiding, size) for b in boxes]))
         tiled = float(np.mean(passes_per_frame(found, policy, max(size))))
         results[policy] = (hidden / max(counted, 1), area, tiled)
     return results

@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from gateway.placement import SIZE_POWER
 from gateway.wire import WIRE_FORMATS, WireFormat
 
 ALLOWED_SOURCE = re.compile(r"^https?://[^/?#@]+/", re.IGNORECASE)  # imgproxy's rule: the host ends with /
@@ -43,7 +44,7 @@ class Settings:
     source_breaker_failures: int = 5
     source_breaker_cool_down_s: float = 30.0
     etag_secret: bytes = b""
-    placement_power: float = 2.0
+    placement_power: float = SIZE_POWER
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:

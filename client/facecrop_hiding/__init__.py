@@ -99,17 +99,14 @@ def region_alpha(height: int, width: int, shape: str, feathered: bool) -> np.nda
 
 
 def hidden_share(boxes: np.ndarray, hiding: Hiding, size: tuple[int, int]) -> float:
-    """The share of a picture of `size` (width, height) inside the regions that hide `boxes`, each
-    pixel counted once where they overlap."""
+    """The share of a picture of `size` (width, height) inside the regions that hide `boxes`, as
+    hide_faces draws them (before feathering), each pixel counted once where they overlap."""
     if not len(boxes):
         return 0.0
-    mask = np.zeros((size[1], size[0]), np.uint8)
+    mask = np.zeros((size[1], size[0]), dtype=bool)
     for x1, y1, x2, y2 in regions(boxes, hiding.margin, size):
-        if hiding.shape == "rect":
-            cv2.rectangle(mask, (round(x1), round(y1)), (round(x2), round(y2)), (1,), thickness=-1)
-        else:
-            centre, axes = ((x1 + x2) / 2, (y1 + y2) / 2), (float(x2 - x1), float(y2 - y1))
-            cv2.ellipse(mask, (centre, axes, 0), (1,), thickness=-1)
+        if x2 > x1 and y2 > y1:
+            mask[y1:y2, x1:x2] |= region_alpha(y2 - y1, x2 - x1, hiding.shape, feathered=False) > 0
     return float(mask.mean())
 
 

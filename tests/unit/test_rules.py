@@ -1,7 +1,8 @@
 """The two size rules: when detail=auto tiles, and which low-confidence faces /v1/anonymize hides."""
 
 import numpy as np
-from facecrop_hiding import plausible
+import pytest
+from facecrop_hiding import Hiding, hidden_share, hide_faces, plausible
 
 from gateway.pipeline import AUTO_MIN_SCORE, AUTO_SMALL_FACE, needs_tiles
 from gateway.postprocess import Detections
@@ -30,3 +31,14 @@ def test_anonymize_drops_only_unsure_faces_far_larger_than_the_sure_ones():
     assert keep.tolist() == [True, True, True, False, False]
     assert plausible(np.array([0.3, 0.1]), boxes_of([20, 400])).all()  # none sure: every face is hidden
     assert plausible(np.array([0.9, 0.95]), boxes_of([20, 400])).all()  # sure faces are never dropped
+
+
+@pytest.mark.parametrize("shape", ["ellipse", "rect"])
+def test_hidden_share_is_what_a_fill_hides(shape):
+    rng = np.random.default_rng(7)
+    corners = rng.uniform(0, 300, (6, 2))
+    boxes = np.hstack([corners, corners + rng.uniform(3, 90, (6, 2))])  # some overlap, some cross the edge
+    hiding = Hiding(method="fill", margin=1.4, shape=shape)
+    white = np.full((240, 320, 3), 255, np.uint8)
+    filled = (hide_faces(white, boxes, hiding) == 0).all(axis=2).mean()
+    assert 0 < hidden_share(boxes, hiding, (320, 240)) == pytest.approx(filled, abs=1e-12)
