@@ -12,8 +12,10 @@ import io
 import json
 import os
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from PIL import Image
 
@@ -40,6 +42,9 @@ def phone_photos(count: int = 8) -> list[bytes]:
     return photos
 
 
+Item = TypeVar("Item")
+
+
 def process_cpu_s(pid: int) -> float:
     """User plus system CPU seconds of `pid` and its children (gunicorn's master and workers)."""
     total = 0.0
@@ -59,17 +64,23 @@ class GatewayCpu:
     stages_ms: dict[str, float]  # the gateway's per-stage CPU (request thread), per request
 
 
+def cpu_ms_per_call(pid: int, call: Callable[[Item], object], items: Sequence[Item]) -> float:
+    """The CPU ms of process `pid` and its children per `call` of each item, one at a time; the
+    last log lines and CPU ticks are let land before the reading."""
+    before = process_cpu_s(pid)
+    for item in items:
+        call(item)
+    time.sleep(0.2)
+    return (process_cpu_s(pid) - before) / len(items) * 1000
+
+
 def gateway_cpu(name: str, url: str, gateway_pid: int, endpoint: str, params: dict, photos: list[bytes]) -> GatewayCpu:
     """Send every photo once (after one warm-up), sequentially; the gateway's CPU per request."""
     call = must_succeed(service_call(url, endpoint, params))
     call(photos[0])
     log = LOG_DIR / "bench-gateway.log"
     offset = log.stat().st_size
-    before = process_cpu_s(gateway_pid)
-    for data in photos:
-        call(data)
-    time.sleep(0.2)  # the last log lines and CPU ticks land
-    cpu_ms = (process_cpu_s(gateway_pid) - before) / len(photos) * 1000
+    cpu_ms = cpu_ms_per_call(gateway_pid, call, photos)
     with open(log, "rb") as lines:
         lines.seek(offset)
         records = [json.loads(line) for line in lines if line.startswith(b"{")]

@@ -31,7 +31,7 @@ from PIL import AvifImagePlugin, Image
 
 from bench.cpu import floor_cpu_ms
 from bench.paired import BASELINE, before_and_after
-from bench.phone import process_cpu_s
+from bench.phone import cpu_ms_per_call
 from bench.verdicts import record
 from bench.workload import must_succeed, service_call
 from local_triton import BUILD_DIR, PROJECT_ROOT
@@ -78,11 +78,7 @@ def gateway_ms(
     """The gateway's CPU ms per request over `photos` (after one warm-up), one at a time."""
     call = must_succeed(service_call(url, endpoint, CROP if params is None else params))
     call(photos[0])
-    before = process_cpu_s(pid)
-    for data in photos:
-        call(data)
-    time.sleep(0.2)  # the last CPU ticks land
-    return (process_cpu_s(pid) - before) / len(photos) * 1000
+    return cpu_ms_per_call(pid, call, photos)
 
 
 def colour_table(url: str) -> list[str]:
@@ -177,11 +173,9 @@ def animation_table(stack: Stack, gateway_env: dict[str, str]) -> list[str]:
                 for name in ("moving", "still"):
                     path = f"{gateway.url}/cdn-cgi/image/width=256,height=256,fit=cover,gravity=face/{name}.{container}"
                     requests.get(path, timeout=60).raise_for_status()
-                    before = process_cpu_s(gateway.process.pid)
-                    for _ in range(5):
-                        requests.get(path, timeout=60).raise_for_status()
-                    time.sleep(0.2)
-                    costs[name] = (process_cpu_s(gateway.process.pid) - before) / 5 * 1000
+                    costs[name] = cpu_ms_per_call(
+                        gateway.process.pid, lambda p: requests.get(p, timeout=60).raise_for_status(), [path] * 5
+                    )
                 per_frame = costs["moving"] / len(frames)
                 ratio = per_frame / costs["still"]
                 worst = max(worst, ratio)
