@@ -18,6 +18,7 @@ from gateway.errors import OutputTooLarge
 from gateway.imaging.colour import to_srgb
 from gateway.imaging.filters import Filters, apply_filters
 from gateway.imaging.geometry import Geometry, turn_pixels, turned_size
+from gateway.imaging.normalise import BGR, WHITE
 from gateway.observe import note
 from gateway.params import CropOptions, DetectOptions
 from gateway.pipeline import DetectionResult, run_detection, with_resolution
@@ -27,12 +28,12 @@ NO_FILTERS = Filters()
 
 
 def detect(
-    data: bytes, options: DetectOptions, header: ImageHeader | None = None
+    data: bytes, options: DetectOptions, header: ImageHeader | None = None, background: BGR = WHITE
 ) -> tuple[DetectionResult, list[dict]]:
-    """Every face found in the image (its `header` read already, where given), and the face objects
-    of the first `max_faces`."""
+    """Every face found in the image (its `header` read already, where given; transparency
+    flattened onto `background`), and the face objects of the first `max_faces`."""
     services = current_app.extensions["facecrop"]
-    result = run_detection(data, services.model, services.settings, options, g.timer, header)
+    result = run_detection(data, services.model, services.settings, options, g.timer, header, background)
     image = {**image_size(result.image.size), "format": result.image.format}
     note(image=image, faces=len(result.detections), tiles=result.tiles)
     return result, face_objects(result.detections[: options.max_faces], options.landmarks)
@@ -71,7 +72,7 @@ def crop_pixels(
     data: bytes,
     image: DecodedImage | None,
     plan: CropPlan,
-    background: tuple[int, int, int] = (255, 255, 255),
+    background: BGR = WHITE,
     hidden: tuple[np.ndarray, Hiding] | None = None,
     header: ImageHeader | None = None,
     turn: tuple[tuple[int, int, int, int], Geometry] | None = None,
@@ -81,13 +82,13 @@ def crop_pixels(
     resolution it needs (`image`, the detection's, where it has enough; else `data` decoded again,
     its `header` read already where given), trimmed and turned as `turn` says (the plan is in the
     turned picture's pixels), resized, its `hidden` faces (corner boxes in the plan's pixels) hidden,
-    made sRGB, filtered, padded to the canvas."""
+    made sRGB, filtered, padded to the canvas (transparency and the canvas on `background`)."""
     settings, timer = current_app.extensions["facecrop"].settings, g.timer
     if image is None:
         if header is None:
             with timer.stage("decode"):
                 header = read_header(data, settings.max_pixels, settings.max_side)
-        image = decode_image(data, header, source_scale(plan), timer)
+        image = decode_image(data, header, source_scale(plan), timer, background)
     else:
         image = with_resolution(image, source_scale(plan), data, settings, timer)
     if turn is not None and turn[1].changes:
@@ -109,7 +110,7 @@ def finished_crop(
     cut: np.ndarray,
     image: DecodedImage,
     plan: CropPlan,
-    background: tuple[int, int, int],
+    background: BGR,
     hidden: tuple[np.ndarray, Hiding] | None,
     filters: Filters = NO_FILTERS,
 ) -> tuple[np.ndarray, dict[str, str]]:

@@ -26,6 +26,7 @@ class Settings:
     max_upload_bytes: int = 20 * 1024 * 1024
     max_pixels: int = 100_000_000
     max_side: int = 12_000
+    max_animation_frames: int = 1000
     infer_timeout_s: float = 10.0
     ready_timeout_s: float = 1.0
     max_in_flight: int = 16
@@ -64,6 +65,8 @@ class Settings:
         FACECROP_MAX_PIXELS        largest accepted width x height, from the header
                                    (100,000,000: Cloudflare's)
         FACECROP_MAX_SIDE          longest accepted side, from the header (12,000: Cloudflare's)
+        FACECROP_MAX_ANIMATION_FRAMES  most frames an animation kept as one may have (1,000);
+                                   more, or more than 50 MP of frames in or out, get 413
         FACECROP_INFER_TIMEOUT_S   deadline of one Triton inference call (10)
         FACECROP_READY_TIMEOUT_S   deadline of Triton's readiness check behind /readyz (1)
         FACECROP_MAX_IN_FLIGHT     API requests one worker process handles at once; more get
@@ -112,6 +115,7 @@ class Settings:
             max_upload_bytes=int(environ.get("FACECROP_MAX_UPLOAD_BYTES", cls.max_upload_bytes)),
             max_pixels=int(environ.get("FACECROP_MAX_PIXELS", cls.max_pixels)),
             max_side=int(environ.get("FACECROP_MAX_SIDE", cls.max_side)),
+            max_animation_frames=int(environ.get("FACECROP_MAX_ANIMATION_FRAMES", cls.max_animation_frames)),
             infer_timeout_s=float(environ.get("FACECROP_INFER_TIMEOUT_S", cls.infer_timeout_s)),
             ready_timeout_s=float(environ.get("FACECROP_READY_TIMEOUT_S", cls.ready_timeout_s)),
             max_in_flight=int(environ.get("FACECROP_MAX_IN_FLIGHT", cls.max_in_flight)),

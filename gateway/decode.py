@@ -2,13 +2,17 @@
 
 JPEGs are decoded only at the resolution the work needs: libjpeg scales by 1/2, 1/4 or 1/8
 inside the DCT (a proper low-pass, and far fewer pixels to produce), so a 12-megapixel phone
-photo for a 1024-pixel detection is decoded at 2016x1512, never at full size. Other formats
-are decoded in full (gateway/imaging/formats.py: AVIF and HEIF by Pillow's plugins). EXIF
-orientation is applied only when upright pixels are asked for: the model's input is resized from
-the stored pixels and only the small result turned upright.
+photo for a 1024-pixel detection is decoded at 2016x1512, never at full size. Opaque 8-bit JPEG,
+PNG and WebP go through OpenCV (the fast path); everything else through Pillow (GIF, BMP, TIFF,
+AVIF and HEIF, CMYK, CIELab, deep or transparent samples), then one normalisation
+(gateway/imaging/normalise.py): 8-bit BGR, transparency flattened onto the background. EXIF
+orientation is applied by exactly one layer, this one (neither decoder turns the pixels), and only
+when upright pixels are asked for: the model's input is resized from the stored pixels and only
+the small result turned upright. An MPO (a camera's multi-picture JPEG) is read as its first
+picture, a JPEG.
 
 The pixels keep the source's colour (its ICC profile rides along, for what goes out: the model
-sees them as they are), except CMYK JPEGs, converted to sRGB as they are decoded
+sees them as they are), except CMYK and CIELab, converted to sRGB as they are decoded
 (gateway/imaging/colour.py).
 """
 
@@ -24,13 +28,18 @@ import cv2
 import numpy as np
 from PIL import Image
 
-from gateway.errors import ImageTooLarge, UnsupportedImage
-from gateway.imaging.colour import cmyk_to_srgb
+from gateway.errors import ImageTooLarge, MissingImage, UnsupportedImage
 from gateway.imaging.formats import ANIMATED_FORMATS, SUPPORTED_FORMATS, colour_profile
+from gateway.imaging.normalise import BGR, WHITE, as_bgr8, has_alpha, pillow_to_bgr
 from gateway.timing import StageTimer
 
 EXIF_ORIENTATION_TAG = 0x0112
 MAX_SIDE = 12_000  # Cloudflare's limit on each side of a source (FACECROP_MAX_SIDE)
+FORMAT_ALIASES = {"MPO": "JPEG"}  # read as the format of the picture it is read as
+OPENCV_FORMATS = frozenset({"JPEG", "PNG", "WEBP"})  # opaque 8-bit ones: OpenCV, else Pillow (TIFF too:
+# OpenCV's TIFF reader turns some orientations and not others, inverts CMYK and misreads CIELab)
+OPENCV_MODES = frozenset({"RGB", "L", "P"})
+UPRIGHT_AS_DECODED = frozenset({"TIFF", "HEIF"})  # Pillow's TIFF and libheif turn the pixels as they decode
 
 
 @dataclass(frozen=True)
@@ -41,8 +50,14 @@ class ImageHeader:
     orientation: int
     icc: bytes | None = None  # the ICC profile the pixels are in (None: sRGB)
     exif: bytes = b""  # the source's EXIF block, for outputs that keep some of it (gateway/imaging/metadata.py)
-    cmyk: bool = False  # a CMYK JPEG: converted to sRGB as it is decoded
+    mode: str = "RGB"  # Pillow's name for the samples: RGB, L, P, RGBA, CMYK, LAB, I;16, ...
+    transparent: bool = False  # an alpha channel or a transparent colour: flattened onto the background
     animated: bool = False  # a GIF or WebP of more than one frame
+
+    @property
+    def opencv_decodes(self) -> bool:
+        """Whether OpenCV's decoder reads it as it is: opaque 8-bit JPEG, PNG or WebP."""
+        return self.format in OPENCV_FORMATS and self.mode in OPENCV_MODES and not self.transparent
 
 
 JPEG_REDUCTIONS = {
@@ -62,7 +77,8 @@ class DecodedImage:
     size: tuple[int, int]  # (W, H) of the upright original: the coordinates the API answers in
     orientation: int = 1  # EXIF orientation (1-8) of `stored`
     icc: bytes | None = None  # the ICC profile `stored` is in (None: sRGB), converted on the way out
-    colour: str | None = None  # what was done to the colour already (CMYK: converted as decoded)
+    colour: str | None = None  # what was done to the colour already (CMYK, CIELab: converted as decoded)
+    background: BGR = WHITE  # what transparency was flattened onto
 
     @cached_property
     def pixels(self) -> np.ndarray:
@@ -89,25 +105,30 @@ class DecodedImage:
 def read_header(data: bytes, max_pixels: int, max_side: int = MAX_SIDE) -> ImageHeader:
     """Format, size, EXIF orientation and colour from the header alone; nothing is decoded yet."""
     if not data:
-        raise UnsupportedImage("the upload is empty")
+        raise MissingImage("the image is empty (0 bytes)")
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            warnings.simplefilter("ignore")  # Pillow warns of bombs (refused below) and of malformed MPOs
             with Image.open(io.BytesIO(data)) as image:
                 header = ImageHeader(
-                    image.format or "",
+                    FORMAT_ALIASES.get(image.format or "", image.format or ""),
                     image.width,
                     image.height,
                     _orientation(image),
                     icc=colour_profile(image, data),
                     exif=bytes(image.info.get("exif") or b""),
-                    cmyk=image.mode == "CMYK",
+                    mode=image.mode,
+                    transparent=has_alpha(image),
                     animated=image.format in ANIMATED_FORMATS and bool(getattr(image, "is_animated", False)),
                 )
     except Image.DecompressionBombError:
         raise ImageTooLarge(f"the image declares more than {max_pixels} pixels") from None
+    except ValueError as error:
+        if "Decompressed Data Too Large" in str(error):  # Pillow's bound on a PNG's text chunks
+            raise ImageTooLarge("a text chunk (zTXt, iTXt) of the image is over Pillow's limit") from None
+        raise _unreadable() from None
     except Exception:  # Pillow raises many types for bytes that are not an image
-        raise UnsupportedImage(f"the upload is not a readable image ({', '.join(sorted(SUPPORTED_FORMATS))})") from None
+        raise _unreadable() from None
     if header.format not in SUPPORTED_FORMATS:
         raise UnsupportedImage(f"image format {header.format or 'unknown'} is not supported")
     if header.width < 1 or header.height < 1:
@@ -119,7 +140,15 @@ def read_header(data: bytes, max_pixels: int, max_side: int = MAX_SIDE) -> Image
     return header
 
 
+def _unreadable() -> UnsupportedImage:
+    return UnsupportedImage(f"the image is not readable as {', '.join(sorted(SUPPORTED_FORMATS))}")
+
+
 def _orientation(image: Image.Image) -> int:
+    """The EXIF orientation this module applies: 1 for formats whose decoder turns the pixels
+    itself and reports the upright size (Pillow's TIFF; HEIF's irot and imir, applied by libheif)."""
+    if image.format in UPRIGHT_AS_DECODED:
+        return 1
     try:
         value = image.getexif().get(EXIF_ORIENTATION_TAG, 1)
     except Exception:  # a corrupt EXIF block does not make the pixels unusable
@@ -163,46 +192,48 @@ def jpeg_reduction(header: ImageHeader, min_scale: float) -> int:
     return max(r for r in JPEG_REDUCTIONS if r == 1 or 1 / r >= min_scale)
 
 
-def decode_pixels(data: bytes, reduction: int = 1) -> np.ndarray:
-    """Decode to 8-bit BGR as stored (no orientation), a JPEG at 1/`reduction` of each side:
-    OpenCV first, Pillow for the rest (GIF, AVIF, HEIF)."""
-    flags = JPEG_REDUCTIONS[reduction] | cv2.IMREAD_IGNORE_ORIENTATION
-    pixels = cv2.imdecode(np.frombuffer(data, np.uint8), flags)
-    if pixels is not None:
-        return pixels
+def decode_pixels(
+    data: bytes, header: ImageHeader, reduction: int = 1, background: BGR = WHITE
+) -> tuple[np.ndarray, str | None]:
+    """Decode to 8-bit BGR as stored (no orientation), a JPEG at 1/`reduction` of each side,
+    transparency flattened onto `background`; with what was done to its colour already. OpenCV
+    where it reads the file as it is (`ImageHeader.opencv_decodes`), else Pillow."""
+    if header.opencv_decodes:
+        flags = JPEG_REDUCTIONS[reduction] | cv2.IMREAD_IGNORE_ORIENTATION
+        pixels = cv2.imdecode(np.frombuffer(data, np.uint8), flags)
+        if pixels is not None:
+            return as_bgr8(pixels), None
     try:
-        with Image.open(io.BytesIO(data)) as image:
-            rgb = np.asarray(image.convert("RGB"))
-    except Exception:
-        raise UnsupportedImage("the image data is corrupt or truncated") from None
-    return cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR)
-
-
-def decode_cmyk(data: bytes, reduction: int = 1) -> tuple[np.ndarray, str]:
-    """A CMYK JPEG decoded at 1/`reduction` of each side (as libjpeg scales it) and converted to
-    BGR sRGB, with what was done to its colour."""
-    try:
-        with Image.open(io.BytesIO(data)) as image:
-            image.draft("CMYK", (image.width // reduction, image.height // reduction))
-            image.load()
-            return cmyk_to_srgb(image)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with Image.open(io.BytesIO(data)) as image:
+                if header.format == "JPEG" and reduction > 1:  # as libjpeg scales it (a CMYK JPEG)
+                    image.draft(image.mode, (image.width // reduction, image.height // reduction))
+                image.load()
+                return pillow_to_bgr(image, background)
     except Exception:
         raise UnsupportedImage("the image data is corrupt or truncated") from None
 
 
 def decode_image(
-    data: bytes, header: ImageHeader, min_scale: float = 1.0, timer: StageTimer | None = None
+    data: bytes,
+    header: ImageHeader,
+    min_scale: float = 1.0,
+    timer: StageTimer | None = None,
+    background: BGR = WHITE,
 ) -> DecodedImage:
     """Decode the image `read_header` checked, a JPEG reduced as far as `min_scale` (the fraction
-    of each side the work needs) allows; the pixels are turned upright on first use."""
+    of each side the work needs) allows, transparency flattened onto `background`; the pixels are
+    turned upright on first use."""
     reduction = jpeg_reduction(header, min_scale)
     with (timer or StageTimer()).stage("decode"):
-        stored, colour = decode_cmyk(data, reduction) if header.cmyk else (decode_pixels(data, reduction), None)
+        stored, colour = decode_pixels(data, header, reduction, background)
     return DecodedImage(
         stored=stored,
         format=header.format,
         size=upright_size(header),
         orientation=header.orientation,
-        icc=None if header.cmyk else header.icc,
+        icc=None if colour else header.icc,
         colour=colour,
+        background=background,
     )

@@ -36,11 +36,13 @@ AVIF_AUTO_MAX_SIDE = 1200
 def output_format(
     requested: str | None, input_format: str, size: tuple[int, int], avif_max_side: int = AVIF_MAX_SIDE
 ) -> str:
-    """The requested format, else the input's when it is JPEG, PNG, WebP or AVIF, else jpeg; AVIF as WebP
-    where no encoder is here or the output's (W, H) `size` has a side over `avif_max_side`."""
-    if requested == "avif" and (not AVIF_AVAILABLE or max(size) > avif_max_side):
+    """The requested format, else the input's when it is JPEG, PNG, WebP or AVIF, else jpeg; AVIF
+    (however it was chosen) as WebP where no encoder is here or the output's (W, H) `size` has a
+    side over `avif_max_side`."""
+    chosen = requested or ENCODABLE_INPUTS.get(input_format, "jpeg")
+    if chosen == "avif" and (not AVIF_AVAILABLE or max(size) > avif_max_side):
         return "webp"
-    return requested or ENCODABLE_INPUTS.get(input_format, "jpeg")
+    return chosen
 
 
 def encode_image(pixels: np.ndarray, fmt: str, quality: int, progressive: bool = False, exif: bytes = b"") -> bytes:

@@ -8,6 +8,7 @@ import numpy as np
 
 from gateway.config import Settings
 from gateway.decode import DecodedImage, ImageHeader, apply_orientation, decode_image, read_header, upright_size
+from gateway.imaging.normalise import BGR, WHITE
 from gateway.model import Model
 from gateway.params import DetectOptions
 from gateway.postprocess import Detections, candidates, finish, tiled_candidates
@@ -55,6 +56,7 @@ def run_detection(
     options: DetectOptions,
     timer: StageTimer | None = None,
     header: ImageHeader | None = None,
+    background: BGR = WHITE,
 ) -> DetectionResult:
     """Detect faces in encoded image bytes with `model`: the standard pass (at FAST_SIZE with
     detail=fast), and the tiled pass with detail=high (both in flight at once) or with detail=auto
@@ -62,7 +64,8 @@ def run_detection(
     image's pixels.
 
     A JPEG is decoded no larger than the passes need: the standard pass's long side, or the
-    tiled pass's (detail=auto decodes again, larger, only where it tiles).
+    tiled pass's (detail=auto decodes again, larger, only where it tiles). Transparency is
+    flattened onto `background`.
     """
     timer = timer or StageTimer()
     if header is None:
@@ -73,7 +76,7 @@ def run_detection(
     standard = scale_for(height, width, target)
     tiled = tiled_scale(height, width, target) if options.detail in ("auto", "high") else None
     both_at_once = options.detail == "high"  # where there is a tiled pass
-    image = decode_image(data, header, max(standard, tiled or 0) if both_at_once else standard, timer)
+    image = decode_image(data, header, max(standard, tiled or 0) if both_at_once else standard, timer, background)
     plan = plan_input(*image.shape, target, settings.pad_multiple)
     min_score = options.min_confidence / 100
     tiled_faces: Detections | None = None
@@ -168,4 +171,4 @@ def with_resolution(
         return image
     with (timer or StageTimer()).stage("decode"):
         header = read_header(data, settings.max_pixels, settings.max_side)
-    return decode_image(data, header, min_scale, timer)
+    return decode_image(data, header, min_scale, timer, image.background)

@@ -1,15 +1,19 @@
 """Animations kept as animations (GIF and WebP in; animated WebP or GIF out), as Cloudflare's
 `anim=true`: every frame, as a viewer composites it, with its duration, and the loop count.
 
-Outputs have no transparency: frames are flattened onto the background colour. A source whose
-frames times area exceed MAX_ANIMATION_PIXELS (Cloudflare's limit) is refused before any frame is
-decoded. GIF outputs are quantised per frame with Pillow's fast octree (its default median cut is
-ten times slower per frame).
+Outputs have no transparency: frames are flattened onto the background colour, as stills are
+(gateway/imaging/normalise.py). Frames that grow the picture (a GIF frame beyond the logical
+screen) are placed on the final canvas, as a browser shows them. The cost is bounded before any
+frame is decoded (`check_cost`): at most FACECROP_MAX_ANIMATION_FRAMES frames, 50 MP of source
+frames (Cloudflare's limit) and 50 MP of output frames (frames x the output's size: the work and
+memory of cropping, resizing and encoding grow with it). GIF outputs are quantised per frame with
+Pillow's fast octree (its default median cut is ten times slower per frame).
 """
 
 from __future__ import annotations
 
 import io
+import warnings
 from dataclasses import dataclass
 
 import cv2
@@ -17,8 +21,9 @@ import numpy as np
 from PIL import Image, ImageSequence
 
 from gateway.errors import ImageTooLarge, UnsupportedImage
+from gateway.imaging.normalise import pillow_to_bgr
 
-MAX_ANIMATION_PIXELS = 50_000_000
+MAX_ANIMATION_PIXELS = 50_000_000  # source frames x their area (Cloudflare's), and output frames x theirs
 ANIMATION_FORMATS = frozenset({"gif", "webp"})
 
 
@@ -31,28 +36,55 @@ class Animation:
     plays: int
 
 
-def read_animation(data: bytes, background: tuple[int, int, int]) -> Animation:
-    """Every frame of a GIF or WebP, composited and flattened onto `background` (BGR)."""
+def check_cost(frames: int, source: tuple[int, int], output: tuple[int, int], max_frames: int) -> None:
+    """Refuse (413) an animation of more than `max_frames` frames, or whose frames of `source`
+    (W, H) or of `output` (the answer's frame size) add up to more than MAX_ANIMATION_PIXELS."""
+    hint = "; anim=false answers its first frame"
+    if frames > max_frames:
+        raise ImageTooLarge(f"the animation has {frames} frames, more than the limit of {max_frames}{hint}")
+    for side, (width, height) in (("in", source), ("out", output)):
+        if frames * width * height > MAX_ANIMATION_PIXELS:
+            raise ImageTooLarge(
+                f"{frames} frames of {width}x{height} {side} are more than {MAX_ANIMATION_PIXELS} pixels{hint}"
+            )
+
+
+def read_animation(
+    data: bytes, background: tuple[int, int, int], output: tuple[int, int], max_frames: int
+) -> Animation:
+    """Every frame of a GIF or WebP, composited and flattened onto `background` (BGR), once
+    `check_cost` passed it for answers of `output` (W, H) frames."""
     try:
-        with Image.open(io.BytesIO(data)) as image:
-            count = getattr(image, "n_frames", 1)
-            if count * image.width * image.height > MAX_ANIMATION_PIXELS:
-                raise ImageTooLarge(
-                    f"{count} frames of {image.width}x{image.height} are more than {MAX_ANIMATION_PIXELS} pixels"
-                )
-            plays = _plays(image)
-            fill = Image.new("RGBA", image.size, (*background[::-1], 255))
-            frames, durations = [], []
-            for frame in ImageSequence.Iterator(image):
-                frame.load()  # WebP sets a frame's duration once it is loaded
-                durations.append(int(frame.info.get("duration", 0)))
-                rgb = Image.alpha_composite(fill, frame.convert("RGBA")).convert("RGB")
-                frames.append(cv2.cvtColor(np.asarray(rgb), cv2.COLOR_RGB2BGR))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as image:
+                check_cost(getattr(image, "n_frames", 1), image.size, output, max_frames)
+                plays = _plays(image)
+                frames, durations = [], []
+                for frame in ImageSequence.Iterator(image):
+                    frame.load()  # WebP sets a frame's duration once it is loaded
+                    durations.append(int(frame.info.get("duration", 0)))
+                    frames.append(pillow_to_bgr(frame, background)[0])
     except ImageTooLarge:
         raise
+    except Image.DecompressionBombError:
+        raise ImageTooLarge("a frame of the animation declares more pixels than Pillow's limit") from None
     except Exception:
         raise UnsupportedImage("the animation is corrupt or truncated") from None
-    return Animation(frames, durations, plays)
+    return Animation(on_one_canvas(frames, background), durations, plays)
+
+
+def on_one_canvas(frames: list[np.ndarray], background: tuple[int, int, int]) -> list[np.ndarray]:
+    """Frames of one size: a GIF's frames only ever grow the canvas (right and down), so earlier,
+    smaller ones are placed at its top left on the background."""
+    height = max(frame.shape[0] for frame in frames)
+    width = max(frame.shape[1] for frame in frames)
+    return [
+        cv2.copyMakeBorder(f, 0, height - f.shape[0], 0, width - f.shape[1], cv2.BORDER_CONSTANT, value=background)
+        if f.shape[:2] != (height, width)
+        else f
+        for f in frames
+    ]
 
 
 def _plays(image: Image.Image) -> int:

@@ -28,6 +28,7 @@ INTENT = ImageCms.Intent.PERCEPTUAL
 CACHED_PROFILES = 64  # transforms kept per worker, by the profile's digest
 # Converted, kept as sRGB already, or ignored: what the X-Color-Profile header says.
 CONVERTED, SRGB_ALREADY, IGNORED = "converted", "srgb", "ignored"
+JPEG_CONTAINERS = frozenset({"JPEG", "MPO"})  # an MPO's first picture is a JPEG
 _PROBE = np.random.default_rng(7).integers(0, 256, (1, 512, 3), dtype=np.uint8)
 
 
@@ -95,10 +96,11 @@ def to_srgb(pixels: np.ndarray, icc: bytes | None) -> tuple[np.ndarray, str | No
 
 
 def cmyk_to_srgb(image: Image.Image) -> tuple[np.ndarray, str]:
-    """A decoded CMYK JPEG as BGR sRGB pixels: through its own profile, else the plain inversion.
-    Pillow reads every CMYK JPEG as Adobe's inverted kind; one without Adobe's marker is inverted back."""
+    """A decoded CMYK picture as BGR sRGB pixels: through its own profile, else the plain inversion.
+    The rule of its container: Pillow reads every CMYK JPEG as Adobe's inverted kind, so one without
+    Adobe's marker is inverted back; a TIFF's samples are as they are stored."""
     icc = image.info.get("icc_profile")
-    if "adobe" not in image.info:
+    if image.format in JPEG_CONTAINERS and "adobe" not in image.info:
         image = ImageChops.invert(image)
     found = conversion(bytes(icc)) if icc else None
     if found is not None and found.mode == "CMYK" and found.transform is not None:

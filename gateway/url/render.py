@@ -30,7 +30,7 @@ from gateway.answers import (
 from gateway.crop import CROPPING_FITS, render_crop
 from gateway.decode import DecodedImage, ImageHeader, decode_image, read_header, upright_size
 from gateway.encode import AVIF_AUTO_MAX_SIDE, AVIF_MAX_SIDE, CONTENT_TYPES
-from gateway.imaging.animation import encode_animation, read_animation
+from gateway.imaging.animation import check_cost, encode_animation, read_animation
 from gateway.imaging.geometry import Geometry, border_rect, trim_rect, turn_detections, turn_pixels, turned_size
 from gateway.imaging.metadata import output_exif
 from gateway.imaging.saliency import salient_focus
@@ -65,11 +65,11 @@ def render(data: bytes, options: UrlOptions, fmt: str, headers: dict[str, str], 
         return render_animation(data, header, options, moving, headers, quality)
     result, image, found = None, None, NO_FACES
     if options.needs_faces:
-        result, _ = detect(data, options.detect, header)
+        result, _ = detect(data, options.detect, header, options.background)
         image, found = result.image, result.detections
     size, geometry = upright_size(header), options.geometry
     if geometry.trim is not None and geometry.trim.border:
-        image = image or decode_image(data, header, min(1.0, FAST_SIZE / max(size)), g.timer)
+        image = image or decode_image(data, header, min(1.0, FAST_SIZE / max(size)), g.timer, options.background)
         rect = border_rect(image.pixels, geometry.trim, float(image.scale[0]))
     else:
         rect = trim_rect(geometry.trim, size, geometry.dpr)
@@ -141,8 +141,9 @@ def render_animation(
     SAMPLED_FRAMES frames spread over the animation (with anonymize, the faces of every frame, each
     hidden in its own frame)."""
     services = current_app.extensions["facecrop"]
+    max_frames = services.settings.max_animation_frames
     with g.timer.stage("decode"):
-        animation = read_animation(data, options.background)
+        animation = read_animation(data, options.background, frame_bound(header, options), max_frames)
     frames = turned_frames(animation.frames, options.geometry)
     height, width = frames[0].shape[:2]
     per_frame: list[Detections] | None = None
@@ -157,6 +158,7 @@ def render_animation(
     note(image={"width": width, "height": height, "format": header.format, "frames": len(frames)})
     framing = frame(merged, options, (width, height), lambda: frames[0])
     plan = crop_plan(framing.boxes, (width, height), replace(options.crop, gravity=framing.gravity))
+    check_cost(len(frames), (width, height), plan.size, max_frames)  # the window the faces chose
     headers |= crop_headers(plan, None) | {"X-Frames": str(len(frames))}
     if out == "json":
         faces = face_objects(merged[: options.detect.max_faces], options.detect.landmarks)
@@ -176,6 +178,14 @@ def render_animation(
     with g.timer.stage("encode"):
         body = encode_animation(rendered, animation.durations, animation.plays, out, quality)
     return Response(body, content_type=CONTENT_TYPES[out], headers=headers | colour)
+
+
+def frame_bound(header: ImageHeader, options: UrlOptions) -> tuple[int, int]:
+    """The size of the answer's frames before any is decoded: the window without faces (they move
+    it, and change its size only with zoom and one of width and height: checked again once found)."""
+    geometry = options.geometry
+    turned = turned_size(trim_rect(geometry.trim, upright_size(header), geometry.dpr), geometry.rotate)
+    return crop_plan(NO_FACES.boxes, turned, replace(options.crop, gravity="center")).size
 
 
 def turned_frames(frames: list[np.ndarray], geometry: Geometry) -> list[np.ndarray]:

@@ -8,7 +8,7 @@ import pytest
 from PIL import Image, ImageOps
 
 from gateway.decode import apply_orientation, decode_image, jpeg_reduction, read_header, upright_size
-from gateway.errors import ImageTooLarge, UnsupportedImage
+from gateway.errors import ImageTooLarge, MissingImage, UnsupportedImage
 from tests.support import STORED_AS, astronaut, decode, encoded, png_declaring
 
 
@@ -48,9 +48,12 @@ def test_bomb_is_refused_from_its_header():
     assert read_header(png_declaring(7000, 7000), max_pixels=50_000_000).width == 7000
 
 
-@pytest.mark.parametrize(
-    "data", [b"", b"hello world", b"\x89PNG\r\n\x1a\n", encoded(Image.new("RGB", (9, 9)), "PNG")[:40]]
-)
+def test_an_empty_image_is_missing():
+    with pytest.raises(MissingImage, match="empty"):
+        decode(b"", 10_000)
+
+
+@pytest.mark.parametrize("data", [b"hello world", b"\x89PNG\r\n\x1a\n", encoded(Image.new("RGB", (9, 9)), "PNG")[:40]])
 def test_non_images_and_broken_files_are_unsupported(data):
     with pytest.raises(UnsupportedImage):
         decode(data, 10_000)

@@ -10,6 +10,7 @@ from PIL import Image, ImageCms
 from gateway.imaging.animation import encode_animation, read_animation
 from gateway.imaging.colour import CONVERTED, IGNORED, SRGB_ALREADY, conversion, to_srgb
 from gateway.imaging.metadata import output_exif
+from gateway.imaging.normalise import WHITE
 from gateway.imaging.profiles import DISPLAY_P3
 from tests.sources import animation, profiles
 
@@ -74,10 +75,10 @@ def test_exif_kept_as_cloudflare_keeps_it():
 )
 def test_an_animation_plays_as_often_in_either_container(container, loop, plays):
     frames = [Image.new("RGB", (8, 8), (i * 40, 0, 0)) for i in range(3)]
-    read_back = read_animation(animation(frames, container, [10, 20, 30], loop), (255, 255, 255))
+    read_back = read_animation(animation(frames, container, [10, 20, 30], loop), WHITE, (8, 8), 3)
     assert read_back.plays == plays and read_back.durations == [10, 20, 30] and len(read_back.frames) == 3
     for target in ("GIF", "WEBP"):
         again = read_animation(
-            encode_animation(read_back.frames, read_back.durations, plays, target.lower(), 90), (255, 255, 255)
+            encode_animation(read_back.frames, read_back.durations, plays, target.lower(), 90), WHITE, (8, 8), 3
         )
         assert again.plays == plays and again.durations == [10, 20, 30]

@@ -1,0 +1,73 @@
+"""Any decoded picture as upright-ready 8-bit BGR: the one normalisation every still source goes
+through, whatever decoded it, so that every endpoint and output format sees the same pixels.
+
+- Samples deeper than 8 bits (16-bit PNG, TIFF and APNG, 12/16/32-bit grey) keep their top byte,
+  rounded (x / 257), as libvips and Pillow's own 16-to-8 conversions do.
+- Transparency (an alpha channel, or a palette's or a colour's transparency) is composited onto
+  the background: white, or the URL form's `background` (Cloudflare: "added underneath the image").
+- CMYK follows its container's rule (gateway/imaging/colour.py), CIELab goes through LittleCMS.
+- Grey and palettes are expanded to three channels.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+from PIL import Image, ImageCms
+
+from gateway.imaging.colour import CONVERTED, INTENT, SRGB, cmyk_to_srgb
+
+WHITE = (255, 255, 255)
+BGR = tuple[int, int, int]
+ALPHA_MODES = frozenset({"RGBA", "RGBa", "LA", "La", "PA"})
+DEEP_MODES = frozenset({"I;16", "I;16L", "I;16B", "I;16N", "I", "F"})
+LAB_TO_SRGB = ImageCms.buildTransform(ImageCms.createProfile("LAB"), SRGB, "LAB", "RGB", INTENT)
+
+
+def has_alpha(image: Image.Image) -> bool:
+    """Whether some of the picture may be transparent: an alpha channel, or a transparent colour."""
+    return image.mode in ALPHA_MODES or "transparency" in image.info
+
+
+def pillow_to_bgr(image: Image.Image, background: BGR = WHITE) -> tuple[np.ndarray, str | None]:
+    """A loaded Pillow picture as 8-bit BGR, flattened onto `background` (BGR), and what was done to
+    its colour already (CMYK and CIELab are converted to sRGB here; None: nothing yet)."""
+    if image.mode == "CMYK":
+        return cmyk_to_srgb(image)
+    if image.mode == "LAB":
+        converted = ImageCms.applyTransform(image, LAB_TO_SRGB)
+        assert converted is not None
+        return cv2.cvtColor(np.asarray(converted), cv2.COLOR_RGB2BGR), CONVERTED
+    if image.mode in DEEP_MODES:
+        image = deep_to_8bit(image)
+    if has_alpha(image):
+        fill = Image.new("RGBA", image.size, (*background[::-1], 255))
+        image = Image.alpha_composite(fill, image.convert("RGBA"))
+    return cv2.cvtColor(np.asarray(image.convert("RGB")), cv2.COLOR_RGB2BGR), None
+
+
+def deep_to_8bit(image: Image.Image) -> Image.Image:
+    """A deep grey picture as 8-bit grey ("L"), its transparent value ("LA") kept as transparency."""
+    samples = np.asarray(image)
+    grey = Image.fromarray(to_8bit(samples))
+    if "transparency" not in image.info:
+        return grey
+    alpha = np.where(samples == image.info["transparency"], 0, 255).astype(np.uint8)
+    return Image.merge("LA", (grey, Image.fromarray(alpha)))
+
+
+def to_8bit(samples: np.ndarray) -> np.ndarray:
+    """Grey samples of any depth as 8 bits: 16-bit ones scaled (x / 257, rounded), 8-bit ones kept."""
+    values = samples.astype(np.float64)
+    if samples.dtype.itemsize > 1 and values.max(initial=0) > 255:
+        values = values / 257
+    return np.clip(np.rint(values), 0, 255).astype(np.uint8)
+
+
+def as_bgr8(pixels: np.ndarray) -> np.ndarray:
+    """OpenCV's decode as 8-bit, three-channel BGR (its APNG reader can answer 16-bit samples)."""
+    if pixels.dtype != np.uint8:
+        pixels = ((pixels.astype(np.uint32) + 128) // 257).astype(np.uint8)
+    if pixels.ndim == 2:
+        return cv2.cvtColor(pixels, cv2.COLOR_GRAY2BGR)
+    return pixels
