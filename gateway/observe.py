@@ -31,6 +31,7 @@ from gateway.timing import StageTimer
 REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
+MAX_LOGGED_PATH = 512  # a URL form's path is its options and source
 REQUESTS = Counter("facecrop_requests_total", "Requests by endpoint and status", ["endpoint", "status"])
 LATENCY = Histogram("facecrop_request_duration_seconds", "Request latency", ["endpoint"], buckets=LATENCY_BUCKETS)
 STAGES = Histogram("facecrop_stage_duration_seconds", "Pipeline stage latency", ["stage"], buckets=LATENCY_BUCKETS)
@@ -91,7 +92,8 @@ def finish_request(response: Response) -> Response:
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "request_id": g.request_id,
         "method": request.method,
-        "endpoint": endpoint,
+        "endpoint": endpoint,  # the route (the metrics' label); `path` what was asked for
+        "path": request.path[:MAX_LOGGED_PATH],
         "status": response.status_code,
         "duration_ms": round(elapsed * 1000, 1),
         "stages_ms": {stage: round(seconds * 1000, 1) for stage, seconds in g.timer.seconds.items()},

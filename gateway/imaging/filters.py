@@ -3,8 +3,9 @@ with its scales: `blur` a radius of 1-250 output pixels (an approximate Gaussian
 blur, whose cost does not grow with the radius), `sharpen` 0-10 (an unsharp mask of radius 1
 pixel, half the difference added per unit: 1, Cloudflare's advice for downscaled pictures, adds
 half), `brightness` and `contrast` factors (1 changes nothing; contrast about mid-grey), `gamma`
-an exponent (below 1 lightens the mid-tones, above 1 darkens them; the ends stay), `saturation` a
-factor (0 grey, 2 twice as saturated). Brightness, contrast and gamma are one lookup table.
+an exposure factor (Cloudflare: "a value of 0.5 darkens the image, and a value of 2.0 lightens
+the image": levels to the power 1/gamma, the ends staying), `saturation` a factor (0 grey, 2 twice
+as saturated). Brightness, contrast and gamma are one lookup table.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def tone_table(brightness: float, contrast: float, gamma: float) -> np.ndarray:
     """The 256 output levels of brightness, then contrast, then gamma."""
     levels = np.arange(256, dtype=np.float32) * brightness
     levels = (levels - 127.5) * contrast + 127.5
-    levels = 255 * (np.clip(levels, 0, 255) / 255) ** gamma
+    levels = 255 * (np.clip(levels, 0, 255) / 255) ** (1 / gamma)
     return np.clip(np.rint(levels), 0, 255).astype(np.uint8)
 
 

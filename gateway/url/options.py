@@ -17,6 +17,7 @@ from urllib.parse import unquote
 from facecrop_hiding import Hiding
 
 from gateway.crop import CROPPING_FITS
+from gateway.decode import MAX_SIDE  # Cloudflare's 12,000 px a side, for outputs too (100 MP: Settings.max_pixels)
 from gateway.errors import InvalidParameter
 from gateway.imaging.filters import Filters
 from gateway.imaging.geometry import Geometry, Trim
@@ -69,7 +70,6 @@ NAMED_COLORS = {
 }
 HEX_COLOR = re.compile(r"#([0-9a-fA-F]{3,4}|[0-9a-fA-F]{6}|[0-9a-fA-F]{8})")
 RGB_COLOR = re.compile(r"rgba?\(\s*(\d{1,3})[\s,]+(\d{1,3})[\s,]+(\d{1,3})(?:[\s,/]+[0-9.]+%?)?\s*\)")
-MAX_SIDE = 4096
 MAX_OPTIONS_LENGTH = 512  # every option at its longest fits; the parse cache stays small
 OPTION_SEPARATOR = re.compile(r",(?![^()]*\))")  # commas, but not inside rgb(...)
 _DETECT = {p.name: p for p in DETECT}
@@ -110,7 +110,7 @@ OPTIONS = (
     Parameter("sharpen", "number", 0, "Sharpening after resizing, 0-10 (1 suits downscaled pictures).", 0, 10),
     Parameter("brightness", "number", 1, "A factor: 1 no change, 0.5 half as bright (0 ignored).", 0, 10),
     Parameter("contrast", "number", 1, "A factor: 1 no change (0 ignored).", 0, 10),
-    Parameter("gamma", "number", 1, "An exponent: below 1 lighter mid-tones, above 1 darker (0 ignored).", 0, 10),
+    Parameter("gamma", "number", 1, "Exposure: 1 no change, 0.5 darker, 2 lighter (0 ignored).", 0, 10),
     Parameter("saturation", "number", 1, "A factor: 0 grey, 2 twice as saturated.", 0, 10),
     Parameter("compression", "choice", None, "fast: JPEG, whatever format says.", choices=("fast",)),
     Parameter("slow-connection-quality", "quality", None, "Quality for clients on a slow connection.", 1, 100),
@@ -173,6 +173,13 @@ def split_options(segment: str) -> dict[str, str]:
             raise InvalidParameter(key, "was given more than once")
         values[key] = unquote(value)
     return values
+
+
+def asks_redirect(segment: str) -> bool:
+    """Whether the options say onerror=redirect: read on its own, before (and whatever) the rest
+    parses, so that a page asking for the redirect gets it for a bad option too."""
+    items = (item.partition("=") for item in OPTION_SEPARATOR.split(segment[:MAX_OPTIONS_LENGTH]))
+    return any(key == "onerror" and unquote(value) == "redirect" for key, _, value in items)
 
 
 def _gravity(parameter: Parameter, raw: str) -> str | tuple[float, float]:

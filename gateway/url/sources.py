@@ -2,7 +2,8 @@
 
 A relative source (`uploads/alice.jpg`) is read from FACECROP_ORIGIN: under an http(s) base URL
 (the operator's own, which may be on a private network; no dot segment leaves its path), or from
-a directory that it never leaves (`..`, `%2e%2e`, absolute paths and symbolic links that point out are refused). An
+a directory that it never leaves (`..`, `%2e%2e` and symbolic links that point out are refused; a leading or
+doubled slash is a path's, as under an HTTP origin). An
 absolute source (`https://...`) must be http or https, carry no credentials and start with one
 of FACECROP_ALLOWED_SOURCES (`*` alone: any host); gateway/url/fetch.py then checks the address
 it connects to, on every redirect too.
@@ -13,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from gateway.errors import PayloadTooLarge, SourceNotAllowed, SourceNotFound
@@ -90,18 +91,21 @@ def resolve_source(raw: str, query: str, origin: str, prefixes: tuple[str, ...])
 
 
 def inside(root: Path, raw: str) -> Path:
-    """The file `raw` (percent-decoded) names under `root`, never outside it (symbolic links resolved)."""
+    """The file `raw` (percent-decoded) names under `root`, never outside it (symbolic links
+    resolved). A source is a path on the origin, as under an HTTP origin: leading, doubled and
+    encoded slashes name the same file (`//lib/a.jpg`, `lib//a.jpg`, `lib%2Fa.jpg`: `lib/a.jpg`)."""
     relative = unquote(raw)
-    parts = PurePosixPath(relative).parts
-    if not parts or "\x00" in relative or relative.startswith("/") or ".." in parts:
-        raise SourceNotFound("no such image under the origin")
+    parts = [part for part in relative.split("/") if part not in ("", ".")]
+    if not parts or "\x00" in relative or ".." in parts:
+        raise SourceNotFound(f"no image {relative[:200]!r} under the origin (FACECROP_ORIGIN)")
+    name = "/".join(parts)
     base = root.resolve()
     try:
-        path = (base / relative).resolve(strict=True)
+        path = (base / name).resolve(strict=True)
     except (OSError, RuntimeError):
-        raise SourceNotFound("no such image under the origin") from None
+        raise SourceNotFound(f"no image {name[:200]!r} under the origin (FACECROP_ORIGIN)") from None
     if not path.is_relative_to(base) or not path.is_file():
-        raise SourceNotFound("no such image under the origin")
+        raise SourceNotFound(f"no image {name[:200]!r} under the origin (FACECROP_ORIGIN)")
     return path
 
 

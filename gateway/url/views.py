@@ -30,13 +30,12 @@ from gateway.url.caching import (
     slow_connection,
 )
 from gateway.url.deadline import client_gone
-from gateway.url.options import parse_url_options
+from gateway.url.options import asks_redirect, parse_url_options
 from gateway.url.render import render
 from gateway.url.signing import unsigned_path
 from gateway.url.sources import ABSOLUTE, Source, file_validator, read_file, resolve_source
 
 PREFIX = "/cdn-cgi/image"
-SAMPLED_FRAMES = 4  # an animation's frames whose faces decide its crop window (anonymize: every frame)
 bp = Blueprint("url", __name__)
 
 
@@ -90,13 +89,15 @@ def serve(tail: str, query: str) -> ResponseReturnValue:
     unsigned = unsigned_path(tail, query, settings.url_key, settings.url_salt)
     segment, _, raw_source = unsigned.lstrip("/").partition("/")
     if not raw_source:
-        raise InvalidParameter("source", "is missing: /cdn-cgi/image/<options>/<source>")
+        raise InvalidParameter(
+            "source",
+            f"is missing: the URL form is /cdn-cgi/image/<options>/<source> (got {segment[:80]!r}; "
+            "options are key=value, e.g. /cdn-cgi/image/width=256/photo.jpg)",
+        )
+    if asks_redirect(segment):
+        g.url_redirect = redirect_target(raw_source, query)
     options = parse_url_options(segment)
-    if options.onerror == "redirect" and not ABSOLUTE.match(raw_source):
-        g.url_redirect = "/" + raw_source.lstrip("/") + (f"?{query}" if query else "")  # the site's own original
     source = resolve_source(raw_source, query, settings.origin, settings.allowed_sources)
-    if options.onerror == "redirect" and source.url and source.origin is None:
-        g.url_redirect = source.url  # an absolute source the allowlist passed
     fmt = negotiate(options.format, request.headers.get("Accept"))
     slow = options.slow_quality is not None and slow_connection(request.headers)
     quality = options.slow_quality if slow and options.slow_quality else options.crop.quality
@@ -120,6 +121,19 @@ def serve(tail: str, query: str) -> ResponseReturnValue:
         raise ClientGone("the client closed its connection")
     services.limit.admit()
     return render(loaded.data, options, fmt, headers, quality)
+
+
+def redirect_target(raw_source: str, query: str) -> str | None:
+    """Where onerror=redirect sends the browser: a relative source to its path on this host (the
+    site's own original, as Cloudflare's), an absolute one the allowlist passes to itself; None
+    for one it does not (the redirect would be an open one)."""
+    if not ABSOLUTE.match(raw_source):
+        return "/" + raw_source.lstrip("/") + (f"?{query}" if query else "")
+    settings = current_app.extensions["facecrop"].settings
+    try:
+        return resolve_source(raw_source, query, settings.origin, settings.allowed_sources).url
+    except SourceNotAllowed:
+        return None
 
 
 def load(source: Source, validator: str | None = None) -> Loaded:

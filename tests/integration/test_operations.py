@@ -65,6 +65,10 @@ def test_request_ids_and_one_json_log_line_without_image_content(stack):
     assert line["image"] == {"width": 512, "height": 512, "format": "PNG"}
     stages = {"decode", "resize", "preprocess", "infer", "postprocess"}
     assert set(line["stages_ms"]) == set(line["stages_cpu_ms"]) == stages
+    by_url = f"test-{uuid.uuid4().hex}"
+    requests.get(f"{stack.gateway}/cdn-cgi/image/width=64/no/such.jpg", headers={"X-Request-ID": by_url}, timeout=30)
+    line = log_line(by_url)  # the path asked for, beside the route the metrics count it under
+    assert line["path"] == "/cdn-cgi/image/width=64/no/such.jpg" and line["endpoint"] == "/cdn-cgi/image/<path:_>"
     generated = post(stack.gateway, b"nope", headers={"X-Request-ID": "bad id with spaces"}).headers["X-Request-ID"]
     assert re.fullmatch(r"[0-9a-f]{32}", generated)
     assert log_line(generated)["error"] == "unsupported_image"
