@@ -124,7 +124,7 @@ def read_header(data: bytes, max_pixels: int, max_side: int = MAX_SIDE) -> Image
     except Image.DecompressionBombError:
         raise ImageTooLarge(f"the image declares more than {max_pixels} pixels") from None
     except ValueError as error:
-        if "Decompressed Data Too Large" in str(error):  # Pillow's bound on a PNG's text chunks
+        if "decompressed data too large" in str(error).lower():  # Pillow's bound on a PNG's text chunks
             raise ImageTooLarge("a text chunk (zTXt, iTXt) of the image is over Pillow's limit") from None
         raise _unreadable() from None
     except Exception:  # Pillow raises many types for bytes that are not an image

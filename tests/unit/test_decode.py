@@ -1,5 +1,7 @@
 import io
+import struct
 import tracemalloc
+import zlib
 from functools import cache
 
 import cv2
@@ -8,6 +10,7 @@ import pytest
 from PIL import Image, ImageOps
 
 from gateway.decode import apply_orientation, decode_image, jpeg_reduction, read_header, upright_size
+from gateway.encode import output_format
 from gateway.errors import ImageTooLarge, MissingImage, UnsupportedImage
 from tests.support import STORED_AS, astronaut, decode, encoded, png_declaring
 
@@ -102,3 +105,27 @@ def test_a_50_megapixel_jpeg_is_never_held_at_full_size():
     full_size = 8660 * 5773 * 3
     assert image.pixels.shape == (722, 1083, 3)
     assert peak < full_size / 20, f"peak {peak / 2**20:.1f} MiB while decoding"
+
+
+def test_a_text_chunk_over_pillows_bound_is_too_large_not_unreadable():
+    from PIL import PngImagePlugin
+
+    body = b"Comment\0\0" + zlib.compress(b"x" * (PngImagePlugin.MAX_TEXT_CHUNK + 1))
+    chunk = struct.pack(">I", len(body)) + b"zTXt" + body + struct.pack(">I", zlib.crc32(b"zTXt" + body))
+    png = encoded(Image.new("RGB", (8, 8)), "PNG")
+    with pytest.raises(ImageTooLarge, match="text chunk"):
+        read_header(png[:33] + chunk + png[33:], 10_000)
+
+
+def test_an_mpo_is_read_as_its_first_picture():
+    first, second = Image.new("RGB", (40, 30), (200, 0, 0)), Image.new("RGB", (40, 30), (0, 0, 200))
+    buffer = io.BytesIO()
+    first.save(buffer, "MPO", save_all=True, append_images=[second])
+    image = decode(buffer.getvalue(), 10_000)
+    assert image.format == "JPEG" and np.abs(image.pixels[15, 20].astype(int) - (0, 0, 200)).max() < 8
+
+
+@pytest.mark.parametrize(("requested", "source"), [(None, "AVIF"), ("avif", "JPEG")])
+def test_avifs_bound_applies_however_avif_was_chosen(requested, source):
+    assert output_format(requested, source, (1600, 900)) == "avif"
+    assert output_format(requested, source, (1601, 900)) == "webp"

@@ -7,11 +7,14 @@ import numpy as np
 import pytest
 from PIL import Image, ImageCms
 
-from gateway.imaging.animation import encode_animation, read_animation
+import gateway.imaging.animation as animation_module
+from gateway.errors import ImageTooLarge
+from gateway.imaging.animation import encode_animation, on_one_canvas, read_animation
 from gateway.imaging.colour import CONVERTED, IGNORED, SRGB_ALREADY, conversion, to_srgb
 from gateway.imaging.metadata import output_exif
 from gateway.imaging.normalise import WHITE
 from gateway.imaging.profiles import DISPLAY_P3
+from tests.corpus import long_gif
 from tests.sources import animation, profiles
 
 
@@ -82,3 +85,22 @@ def test_an_animation_plays_as_often_in_either_container(container, loop, plays)
             encode_animation(read_back.frames, read_back.durations, plays, target.lower(), 90), WHITE, (8, 8), 3
         )
         assert again.plays == plays and again.durations == [10, 20, 30]
+
+
+@pytest.mark.parametrize(
+    ("output", "max_frames", "says"),
+    [((4, 4), 1000, "5000 frames, more than the limit of 1000"), ((256, 256), 10_000, "256x256 out")],
+)
+def test_an_animation_over_its_budget_is_refused_before_any_frame_is_decoded(monkeypatch, output, max_frames, says):
+    decoded: list[object] = []
+    monkeypatch.setattr(animation_module, "pillow_to_bgr", lambda *args: decoded.append(args))
+    with pytest.raises(ImageTooLarge, match=says):
+        read_animation(long_gif(), WHITE, output, max_frames)
+    assert decoded == []
+
+
+def test_frames_that_grow_the_canvas_are_placed_on_it():
+    small, large = np.zeros((2, 3, 3), np.uint8), np.full((4, 5, 3), 7, np.uint8)
+    placed = on_one_canvas([small, large], (255, 255, 255))
+    assert [frame.shape for frame in placed] == [(4, 5, 3), (4, 5, 3)]
+    assert (placed[0][:2, :3] == 0).all() and (placed[0][2:] == 255).all() and (placed[0][:, 3:] == 255).all()

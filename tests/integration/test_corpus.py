@@ -1,0 +1,151 @@
+"""The kinds of file image libraries keep to test themselves (tests/corpus.py remakes them) through
+every endpoint and output format of a real gateway on the real Triton, each answer judged against
+Pillow's own picture of the file (upright, 8-bit, flattened onto white), never against the
+service's: size and orientation, colour within a few levels, every frame of an animation, and the
+cost of a 5,000-frame GIF bounded before any frame is decoded."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+import requests
+from PIL import Image, ImageSequence
+
+from local_triton.processes import child_pids, running_gateway
+from tests.corpus import corpus, long_gif, reference
+from tests.support import error_of
+
+OUTPUTS = ("png", "jpeg", "webp", "avif")
+MAX_MEAN_ERROR = 1.5  # levels, beyond what the lossy codec alone costs (a turn or a lost alpha: 60 and more)
+WHOLE = {"gravity": "center", "zoom": "0", "quality": "95"}
+ANIMATED = ("gif-disposal", "gif-no-palette")
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("corpus")
+    for name, data in corpus().items():
+        (root / name).write_bytes(data)
+    (root / "long.gif").write_bytes(long_gif())
+    (root / "empty.png").write_bytes(b"")
+    return root
+
+
+@pytest.fixture(scope="module")
+def by_url(stack, folder):
+    with running_gateway(stack.triton_grpc, {"FACECROP_ORIGIN": str(folder)}, name="corpus") as running:
+        yield running
+
+
+def picture(answer: requests.Response) -> np.ndarray:
+    assert answer.status_code == 200, answer.text
+    with Image.open(io.BytesIO(answer.content)) as image:
+        return np.asarray(image.convert("RGB"), dtype=float)
+
+
+def codec_loss(expected: np.ndarray, fmt: str) -> float:
+    """What the lossy codec alone costs this picture: Pillow's own encoding of the reference at
+    quality 95, decoded, against the reference (mean levels); 0 for PNG."""
+    if fmt == "png":
+        return 0.0
+    buffer = io.BytesIO()
+    Image.fromarray(np.rint(expected).astype(np.uint8)).save(buffer, fmt.upper(), quality=95)
+    with Image.open(buffer) as image:
+        return float(np.abs(np.asarray(image.convert("RGB"), dtype=float) - expected).mean())
+
+
+def assert_like(answer: requests.Response, expected: np.ndarray, fmt: str, name: str) -> None:
+    """The answer is the reference: the same size (so the same orientation) and, beyond what the
+    lossy codec alone costs, within MAX_MEAN_ERROR levels."""
+    got = picture(answer)
+    assert got.shape == expected.shape, (name, fmt, got.shape, expected.shape)
+    error = np.abs(got - expected).mean() - codec_loss(expected, fmt)
+    assert error <= MAX_MEAN_ERROR, (name, fmt, error)
+
+
+@pytest.mark.parametrize("name", sorted(corpus()))
+def test_every_file_through_every_endpoint_and_format_as_pillow_shows_it(stack, by_url, name):
+    data = corpus()[name]
+    expected = reference(data)
+    height, width = expected.shape[:2]
+    files = {"image": (name, data)}
+    found = requests.post(f"{stack.gateway}/v1/detect", files=files, timeout=60)
+    assert found.status_code == 200, found.text
+    assert found.json()["image"] == {"width": width, "height": height}
+    regions = requests.post(f"{stack.gateway}/v1/anonymize", params={"format": "json"}, files=files, timeout=60)
+    hidden = np.zeros((height, width), bool)
+    for region in regions.json()["regions"]:  # a false face in a small picture may be hidden: judged outside it
+        hidden[region["y"] : region["y"] + region["height"], region["x"] : region["x"] + region["width"]] = True
+    for fmt in OUTPUTS:
+        crop = requests.post(f"{stack.gateway}/v1/crop", params={**WHOLE, "format": fmt}, files=files, timeout=60)
+        assert_like(crop, expected, fmt, name)
+        params = {"format": fmt, "quality": "95"}
+        anonymized = requests.post(f"{stack.gateway}/v1/anonymize", params=params, files=files, timeout=60)
+        assert_like(anonymized, np.where(hidden[..., None], picture(anonymized), expected), fmt, name)
+        quality = "" if fmt == "png" else ",quality=95"  # png with a quality is PNG8 (Cloudflare's)
+        still = requests.get(f"{by_url.url}/cdn-cgi/image/format={fmt},anim=false{quality}/{name}", timeout=60)
+        assert_like(still, expected, fmt, name)
+
+
+def pillow_frames(data: bytes) -> list[np.ndarray]:
+    """Every frame as Pillow composites it, flattened onto white."""
+    with Image.open(io.BytesIO(data)) as image:
+        frames = []
+        for frame in ImageSequence.Iterator(image):
+            rgba = frame.convert("RGBA")
+            white = Image.new("RGBA", rgba.size, "white")
+            frames.append(np.asarray(Image.alpha_composite(white, rgba).convert("RGB")))
+    return frames
+
+
+@pytest.mark.parametrize("fmt", ["gif", "webp"])
+@pytest.mark.parametrize("name", ANIMATED)
+def test_every_frame_of_an_animation_is_kept_as_pillow_composites_it(by_url, name, fmt):
+    expected = pillow_frames(corpus()[name])
+    answer = requests.get(f"{by_url.url}/cdn-cgi/image/format={fmt},quality=100/{name}", timeout=60)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["X-Frames"] == str(len(expected))
+    with Image.open(io.BytesIO(answer.content)) as image:
+        got = [np.asarray(frame.convert("RGB"), dtype=float) for frame in ImageSequence.Iterator(image)]
+    assert len(got) == len(expected), (name, fmt)
+    for index, (frame, want) in enumerate(zip(got, expected, strict=True)):
+        assert np.abs(frame - want).mean() <= 4, (name, fmt, index)
+    still = requests.get(f"{by_url.url}/cdn-cgi/image/format=png,anim=false/{name}", timeout=60)
+    assert np.abs(picture(still) - expected[0]).mean() <= 0.5  # anim=false: the same first frame, same background
+
+
+def peak_memory(pids: list[int]) -> dict[int, int]:
+    """Each process's peak resident memory (VmHWM), in bytes."""
+    peaks = {}
+    for pid in pids:
+        status = Path(f"/proc/{pid}/status").read_text()
+        peaks[pid] = int(status.split("VmHWM:")[1].split()[0]) * 1024
+    return peaks
+
+
+def test_a_5000_frame_gif_is_refused_before_any_frame_is_decoded(by_url):
+    workers = child_pids(by_url.process.pid)
+    for pid in workers:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")  # the peak starts again from now
+    before = peak_memory(workers)
+    answer = requests.get(
+        f"{by_url.url}/cdn-cgi/image/width=256,height=256,fit=cover,gravity=face/long.gif", timeout=60
+    )
+    error = error_of(answer, 413, "image_too_large")
+    assert "5000 frames" in error["message"] and "anim=false" in error["message"]
+    grown = max(peak - before[pid] for pid, peak in peak_memory(workers).items())
+    assert grown < 100 * 2**20, f"a worker's peak grew {grown / 2**20:.0f} MiB"
+    still = requests.get(f"{by_url.url}/cdn-cgi/image/width=256,height=256,fit=cover,anim=false/long.gif", timeout=60)
+    assert still.status_code == 200 and "X-Frames" not in still.headers
+
+
+def test_an_empty_file_is_the_same_error_on_every_front_door(stack, by_url):
+    upload = requests.post(f"{stack.gateway}/v1/detect", files={"image": ("empty.png", b"")}, timeout=30)
+    error_of(upload, 400, "missing_image")
+    raw = requests.post(f"{stack.gateway}/v1/crop", data=b"", headers={"Content-Type": "image/png"}, timeout=30)
+    error_of(raw, 400, "missing_image")
+    error = error_of(requests.get(f"{by_url.url}/cdn-cgi/image/width=64/empty.png", timeout=30), 400, "missing_image")
+    assert "upload" not in error["message"]
