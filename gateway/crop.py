@@ -151,8 +151,8 @@ def plan_crop(boxes: np.ndarray, image: tuple[int, int], options: CropOptions, p
     size = focused = region_size(box, options.zoom, image)
     if options.width is not None and options.height is not None:
         size = widen_to_aspect(size, options.width / options.height, image)
-        if options.fit == "crop" and (size[0] < options.width or size[1] < options.height):
-            size, options = focused, replace(options, fit="scale-down")
+    if options.fit == "crop" and ((options.width or 0) > size[0] or (options.height or 0) > size[1]):
+        size, options = focused, replace(options, fit="scale-down")  # smaller than asked: as scale-down
     region = place(size, focal_point(box, options.gravity, image), image)
     if len(framed):
         x, y = place_for_faces((region.x, region.y), (region.width, region.height), framed, image, power)

@@ -1,4 +1,6 @@
-"""The OpenAPI 3 document of the API, built from the parameter table in gateway/params.py."""
+"""The OpenAPI 3 document of the API, built from the parameter tables: gateway/params.py's for the
+upload endpoints, gateway/url/options.py's for the URL form (its options one path parameter, an
+object that OpenAPI's `simple` style with `explode` writes as Cloudflare does: `width=256,fit=cover`)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from gateway.encode import CONTENT_TYPES
 from gateway.errors import documented_errors
 from gateway.params import ANONYMIZE, CROP, DETECT, Parameter
 from gateway.postprocess import LANDMARK_NAMES
+from gateway.url.options import ALIASES, OPTIONS, QUALITY_WORDS, SIDES
 
 IMAGE_TYPES = (
     "image/jpeg",
@@ -37,6 +40,56 @@ def parameter_schema(parameter: Parameter) -> dict[str, Any]:
     return schema
 
 
+def url_option_schema(parameter: Parameter) -> dict[str, Any]:
+    """The schema of one of the URL form's options (its own kinds: quality words, colours, trim)."""
+    if parameter.kind == "quality":
+        number = {"type": "integer", "minimum": 1, "maximum": 100}
+        schema: dict[str, Any] = {"anyOf": [number, {"type": "string", "enum": list(QUALITY_WORDS)}]}
+    elif parameter.kind == "gravity":
+        unit = r"(0|1|0\.[0-9]+|1\.0+)"
+        schema = {"type": "string", "pattern": rf"^(face|auto|center|{'|'.join(SIDES)}|{unit}x{unit})$"}
+    elif parameter.kind in ("color", "trim"):
+        schema = {"type": "string"}
+    elif parameter.kind == "upscale":
+        schema = {"type": "string", "enum": list(parameter.choices)}
+    else:
+        return parameter_schema(parameter)
+    if parameter.default is not None and parameter.kind != "color":
+        schema["default"] = parameter.default
+    return schema
+
+
+def url_parameters() -> list[dict]:
+    """The URL form's path: its options (every one, with its range and default) and its source."""
+    aliases = ", ".join(f"`{short}` for `{name}`" for short, name in ALIASES.items())
+    options = {
+        "type": "object",
+        "properties": {p.name: {**url_option_schema(p), "description": p.description} for p in OPTIONS},
+        "additionalProperties": False,
+    }
+    return [
+        {
+            "name": "options",
+            "in": "path",
+            "required": True,
+            "style": "simple",
+            "explode": True,
+            "description": f"Cloudflare's options, `key=value` joined by commas; aliases: {aliases}.",
+            "schema": options,
+            "example": {"width": 256, "height": 256, "fit": "cover", "gravity": "face", "zoom": 0.5},
+        },
+        {
+            "name": "source",
+            "in": "path",
+            "required": True,
+            "description": "A path under FACECROP_ORIGIN (a folder or an http(s) base URL), or an absolute "
+            "http(s) URL under FACECROP_ALLOWED_SOURCES.",
+            "schema": {"type": "string"},
+            "example": "team.jpg",
+        },
+    ]
+
+
 def query_parameters(parameters: tuple[Parameter, ...]) -> list[dict]:
     return [
         {"name": p.name, "in": "query", "required": False, "description": p.description, "schema": parameter_schema(p)}
@@ -61,11 +114,12 @@ def request_body() -> dict:
     }
 
 
-def error_responses() -> dict:
-    """One response per status, listing the codes answered with it (from gateway/errors.py)."""
+def error_responses(by_url: bool = False) -> dict:
+    """One response per status, listing the codes answered with it (from gateway/errors.py); the
+    URL form's (`by_url`) include those of fetching a source."""
     content = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
     responses: dict[str, dict] = {}
-    for error in documented_errors():
+    for error in documented_errors(by_url):
         response = responses.setdefault(
             str(error.status), {"description": "", "content": content, "headers": {"X-Request-ID": REQUEST_ID}}
         )
@@ -179,6 +233,12 @@ def openapi_document() -> dict:
         "Anonymization",
         face_count,
     )
+    url_headers = {
+        **crop_headers,
+        "ETag": {"schema": {"type": "string"}},
+        "Cache-Control": {"schema": {"type": "string"}},
+    }
+    url_ok = picture_or_json("The picture, or its crop's geometry with format=json", "Crop", url_headers)
     api_security: list[dict[str, list[str]]] = [{}, {"bearer": []}]
     return {
         "openapi": "3.0.3",
@@ -221,6 +281,19 @@ def openapi_document() -> dict:
                     "requestBody": request_body(),
                     "responses": {"200": anonymize_ok, **error_responses()},
                     "security": api_security,
+                }
+            },
+            "/cdn-cgi/image/{options}/{source}": {
+                "get": {
+                    "operationId": "image",
+                    "summary": "The crop or the hidden faces by URL, for <img src> behind a CDN (Cloudflare's grammar)",
+                    "parameters": url_parameters(),
+                    "responses": {
+                        "200": url_ok,
+                        "302": {"description": "onerror=redirect: an error sends the browser to the source"},
+                        "304": {"description": "Not modified: the If-None-Match ETag is current"},
+                        **error_responses(by_url=True),
+                    },
                 }
             },
             "/healthz": {

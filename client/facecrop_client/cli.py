@@ -12,7 +12,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from functools import partial
@@ -182,13 +182,29 @@ def about(photo: Path) -> Iterator[None]:
         raise CommandError(f"{photo}: {error}") from error
 
 
+def each_photo(photos: list[Path], one: Callable[[Path], None]) -> int:
+    """`one` for every photo, a photo's failure told on stderr and the rest still done; 1 if any
+    failed. The service out of reach stops at once (every photo would fail the same way)."""
+    failed = 0
+    for photo in photos:
+        try:
+            with about(photo):
+                one(photo)
+        except (CommandError, OSError) as error:
+            if isinstance(error.__cause__, FacecropError) and error.__cause__.code == "connection_error":
+                raise
+            failed += 1
+            print(f"facecrop: {file_problem(error) if isinstance(error, OSError) else error}", file=sys.stderr)
+    return 1 if failed else 0
+
+
 def detect(client: Client, args: argparse.Namespace) -> int:
     params = service_params(args, DETECT_OPTIONS)
-    for photo in args.photos:
-        with about(photo):
-            result = client.detect(photo, **params).raw
-        print(json.dumps({"path": str(photo), **result}), flush=True)
-    return 0
+
+    def one(photo: Path) -> None:
+        print(json.dumps({"path": str(photo), **client.detect(photo, **params).raw}), flush=True)
+
+    return each_photo(args.photos, one)
 
 
 def pictures(client: Client, args: argparse.Namespace) -> int:
@@ -196,12 +212,12 @@ def pictures(client: Client, args: argparse.Namespace) -> int:
     sink = PictureSink(args.out, args.format, args.command)
     params = service_params(args, OPTIONS[args.command])
     sink.open()
-    for photo in args.photos:
-        with about(photo):
-            content = sink.call(client, photo, params)
-        sink.write(photo.name, content)
+
+    def one(photo: Path) -> None:
+        sink.write(photo.name, sink.call(client, photo, params))
         print(sink.target(photo.name), flush=True)
-    return 0
+
+    return each_photo(args.photos, one)
 
 
 def batch(client: Client, args: argparse.Namespace) -> int:

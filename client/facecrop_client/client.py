@@ -51,7 +51,7 @@ class Client:
         max_backoff: float = 30.0,
         pool_size: int = 32,
     ):
-        self.base_url = base_url.rstrip("/")
+        self.base_url = (base_url if "://" in base_url else f"http://{base_url}").rstrip("/")  # 127.0.0.1:8080 too
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
@@ -144,5 +144,7 @@ def _error_of(response: urllib3.BaseHTTPResponse) -> FacecropError:
         error = json.loads(response.data)["error"]
         code, message = error["code"], error["message"]
     except (ValueError, KeyError, TypeError):
-        code, message = "http_error", response.data[:200].decode(errors="replace")
+        answer = response.data[:200].decode(errors="replace").strip() or "(empty)"
+        code = "http_error"
+        message = f"not an answer of facecrop's (is the address the gateway's, not Triton's?): {answer}"
     return FacecropError(response.status, code, message, response.headers.get("X-Request-ID", ""))

@@ -84,7 +84,7 @@ OPTIONS = (
     Parameter("format", "choice", None, "Output format (default: the input's jpeg, png or webp).", choices=FORMATS),
     Parameter("quality", "quality", 85, "1-100, or high, medium-high, medium-low, low.", 1, 100),
     Parameter("dpr", "number", 1.0, "Device pixel ratio: width and height are multiplied by it.", 0.1, 3),
-    Parameter("background", "color", (255, 255, 255), "fit=pad's colour: #RGB, #RRGGBB, rgb(...) or a name."),
+    Parameter("background", "color", (255, 255, 255), "Under transparency and fit=pad: #RGB, rgb(...), a name."),
     Parameter(
         "onerror", "choice", None, "redirect: answer errors with a redirect to the source.", choices=("redirect",)
     ),

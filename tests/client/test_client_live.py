@@ -65,6 +65,27 @@ def test_cli_detect_and_crop(stack, tmp_path):
     assert Image.open(tmp_path / "skimage_astronaut.jpg").size == (64, 64)
 
 
+def test_cli_goes_on_past_a_photo_it_cannot_use(stack, tmp_path):
+    bad = tmp_path / "bad.jpg"
+    bad.write_bytes(b"not a photo")
+    detected = run_cli(stack, "detect", str(bad), str(tmp_path / "gone.jpg"), str(photo(ASTRONAUT)))
+    assert detected.returncode == 1  # something failed; what could be done was done
+    [line] = [json.loads(line) for line in detected.stdout.splitlines()]
+    assert line["path"] == str(photo(ASTRONAUT)) and len(line["faces"]) == 1
+    assert detected.stderr.splitlines() == [
+        f"facecrop: {bad}: 415 unsupported_image: the image is not readable as "
+        "AVIF, BMP, GIF, HEIF, JPEG, PNG, TIFF, WEBP",
+        f"facecrop: {tmp_path / 'gone.jpg'}: No such file or directory",
+    ]
+
+
+def test_an_address_without_a_scheme_and_one_that_is_not_the_gateway(stack):
+    bare = Client(stack.gateway.removeprefix("http://"))
+    assert bare.base_url == stack.gateway and len(bare.detect(photo(ASTRONAUT)).faces) == 1
+    with pytest.raises(FacecropError, match="is the address the gateway's, not Triton's"):
+        Client(stack.triton_http).detect(photo(ASTRONAUT))
+
+
 def photo_tree(root: Path, count: int) -> list[str]:
     """`count` real photos in nested folders (their paths are returned), plus two that fail: a
     file that is not an image, and a link to a file that is gone (it cannot be read)."""

@@ -2,7 +2,9 @@
 strict Content-Security-Policy, its "Try it out" sending a real photo to both endpoints."""
 
 import json
+import shutil
 
+from local_triton.processes import running_gateway
 from tests.support import ASTRONAUT, CROWD, assert_strict_policy, detect, photo, screenshot, watched_page
 
 
@@ -48,3 +50,21 @@ def test_try_it_out_crops_an_uploaded_photo(stack, browser):
     assert size == [128, 96]
     assert "x-face-count: 1" in row.inner_text()
     assert not errors, errors
+
+
+def test_try_it_out_serves_a_face_crop_by_url(stack, browser, tmp_path):
+    shutil.copy(photo(ASTRONAUT), tmp_path / "astronaut.jpg")
+    with running_gateway(stack.triton_grpc, {"FACECROP_ORIGIN": str(tmp_path)}, name="docs-url") as gateway:
+        page, errors = watched_page(browser, 1280)
+        page.goto(gateway.url + "/docs")
+        section = try_it_out(page, "image")
+        section.locator("tr[data-param-name=source] input").fill("astronaut.jpg")
+        section.locator(".execute").click()  # the options' example: a 256x256 face crop
+        row = section.locator(".live-responses-table tr.response")
+        row.wait_for(timeout=60_000)
+        assert row.locator(".response-col_status").inner_text() == "200"
+        size = row.locator("img").evaluate(
+            "image => image.decode().then(() => [image.naturalWidth, image.naturalHeight])"
+        )
+        assert size == [256, 256] and "x-face-count: 1" in row.inner_text()
+        assert not errors, errors

@@ -12,6 +12,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from gateway.openapi import openapi_document
+from gateway.url.options import OPTIONS
 from tests.support import CROWD, photo
 
 CHECKS = [
@@ -60,6 +61,18 @@ def test_document_lists_every_parameter_with_range_and_default(stack):
     assert crop["max_faces"] == {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}
     assert crop["format"]["enum"] == ["jpeg", "png", "webp", "avif", "json"]
     assert set(document["paths"]["/v1/detect"]["post"]["responses"]) >= {"200", "400", "413", "415", "503"}
+    by_url = document["paths"]["/cdn-cgi/image/{options}/{source}"]["get"]
+    options = by_url["parameters"][0]
+    assert (options["name"], options["style"], options["explode"]) == ("options", "simple", True)
+    assert set(options["schema"]["properties"]) == {p.name for p in OPTIONS}  # every option, from the table
+    assert options["schema"]["properties"]["width"] | {"description": ""} == {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 12_000,
+        "description": "",
+    }
+    assert options["schema"]["properties"]["fit"]["default"] == "scale-down"
+    assert set(by_url["responses"]) >= {"200", "302", "304", "400", "403", "404", "502", "504"}
     page = requests.get(f"{stack.gateway}/docs", timeout=10)
     assert page.status_code == 200 and "/docs/assets/swagger-ui-bundle.js" in page.text
 

@@ -24,7 +24,7 @@ from gateway.url.caching import EtagSealer, describe
 from gateway.url.options import parse_url_options
 from local_triton.processes import child_pids, free_port, running_gateway
 from tests.origins import photo_origin, trap
-from tests.support import ASTRONAUT, CROWD, STADIUM, model_statistics, photo, png_declaring
+from tests.support import ASTRONAUT, ASTRONAUT_FACE, CROWD, STADIUM, model_statistics, photo, png_declaring
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 KEY, SALT = "6b6579206f6620746865207465737473", "73616c74"
@@ -412,3 +412,16 @@ def test_faces_are_found_once_and_mapped_into_the_trimmed_and_turned_picture(pub
     x, y = 512 - 56 - 123, 178  # the face, turned
     assert np.abs(pixels[y : y + 93, x : x + 123] - plain[y : y + 93, x : x + 123]).mean() > 10
     assert np.abs(pixels[:, :200] - plain[:, :200]).max() == 0  # far from it: untouched
+
+
+def test_the_readme_quick_start_frames_the_face(stack, scratch, tmp_path):
+    command = readme_block("sh", "xdg-open")
+    url = re.search(r"'(http://127\.0\.0\.1:8080/cdn-cgi/image/[^']+)'", command).group(1)
+    shutil.copy(photo(ASTRONAUT), tmp_path / "team.jpg")  # a one-face photo, as the README's
+    with gateway(stack, scratch, "quick-start", FACECROP_ORIGIN=str(tmp_path)) as running:
+        answer = requests.get(url.replace("http://127.0.0.1:8080", running.url), timeout=60)
+    assert answer.status_code == 200 and Image.open(io.BytesIO(answer.content)).size == (256, 256)
+    x, y, width, height = (int(v) for v in answer.headers["X-Crop-Rect"].split(","))
+    fx, fy, fw, fh = ASTRONAUT_FACE
+    assert x <= fx and y <= fy and fx + fw <= x + width and fy + fh <= y + height  # the whole face
+    assert fw * fh / (width * height) >= 0.2, "the face fills the crop, not a shrunk photo"

@@ -224,6 +224,20 @@ def test_a_source_is_a_path_on_the_origin_whatever_its_slashes(originals, source
     assert picture(url_get(url_client(originals), f"width=10/{source}")).size == (10, 10)
 
 
+@pytest.mark.parametrize(
+    ("options", "size"),
+    [
+        ("width=5120", (512, 512)),  # scale-down (the default): never enlarged, the source's size
+        ("width=6016,fit=crop", (512, 512)),
+        ("width=4480,height=2520,fit=cover", (4480, 2520)),  # Cloudflare's fits beyond 4096
+        ("width=12000,height=1,fit=squeeze", (12000, 1)),
+    ],
+)
+def test_sizes_up_to_cloudflares_limits_follow_each_fit(originals, options, size):
+    # unpic's and Astro's full-width layouts ask for 4480, 5120, 5334 and 6016 px candidates
+    assert picture(url_get(url_client(originals), f"{options}/people/astronaut.jpg")).size == size
+
+
 def test_a_404_names_the_source_it_looked_for(originals):
     response = url_get(url_client(originals), "width=10//people/nobody.jpg")
     assert response.status_code == 404 and "'people/nobody.jpg'" in response.json["error"]["message"]
