@@ -159,7 +159,12 @@ function cropParams() {
 function showCurl(params) {
   const url = new URL("/v1/crop?" + new URLSearchParams(params), window.location.href);
   const key = $("api-key").value.trim() ? " -H 'Authorization: Bearer YOUR_KEY'" : "";
-  $("curl").textContent = `curl -F image=@${state.file.name || "photo.jpg"}${key} '${url}' -o crop.jpg`;
+  const name = state.file.name || "photo.jpg";
+  const options = Object.entries({ ...params, fit: "cover", gravity: "face" }).map(([k, v]) => `${k}=${v}`).join(",");
+  const byUrl = new URL(`/cdn-cgi/image/${options}/${encodeURI(name)}`, window.location.href);
+  $("curl").textContent =
+    `curl -F image=@${name}${key} '${url}' -o crop.jpg\n\n` +
+    `# or by URL, the photo in the origin (originals/ under make serve), for <img src>:\n${byUrl}`;
 }
 
 async function crop() {

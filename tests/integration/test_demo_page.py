@@ -36,6 +36,7 @@ def test_demo_page_labels_what_fits_and_frames_the_crop(stack, browser, width):
     assert page.eval_on_selector("#crop-result", "image => image.naturalWidth") == 256
     assert page.get_attribute("#canvas", "data-crop") == page.get_attribute("#crop-result", "data-rect")  # drawn
     assert "/v1/crop?width=256" in page.inner_text("#curl")
+    assert "/cdn-cgi/image/width=256," in page.inner_text("#curl") and "gravity=face" in page.inner_text("#curl")
     assert page.evaluate("document.documentElement.scrollWidth") <= width  # no sideways scrolling
     screenshot(page, f"demo-page-{width}.png")
     assert not errors, errors
