@@ -3,8 +3,10 @@
 The workload (the same sequence for every gateway): bursts of 1 to 16 concurrent requests
 mixing /v1/detect, /v1/crop and /v1/anonymize on ordinary photos, crowds with detail=high and
 auto, 12 MP EXIF-rotated phone photos, the photos people have (HEIC and AVIF, Display P3 JPEGs),
-bad inputs (415, 400, 413, a truncated HEIC), and the URL form (face crops, plain resizes, 304
-revalidations and an animated GIF from a directory origin): `--requests` in all (20,000),
+bad inputs (415, 400, 413, a truncated HEIC), the kinds of file image libraries test with
+(tests/corpus.py: TIFF orientations, CMYK, 16-bit, transparency, MPO, RLE8 BMP, ...), and the URL
+form (face crops, plain resizes, 304 revalidations, an animated GIF and a 5,000-frame one from a
+directory origin): `--requests` in all (20,000),
 loopback only, stopping by itself.
 
 Every `--sample` seconds: each worker's resident memory (RSS) and its parts (heap: RssAnon;
@@ -45,6 +47,7 @@ from gateway.shm import NAME_PREFIX, SHM_DIR
 from local_triton import BUILD_DIR
 from local_triton.allocators import ALLOCATORS
 from local_triton.processes import SHARED_FACES, Gateway, child_pids, memory_mib, running_gateway, running_stack
+from tests.corpus import corpus, long_gif
 from tests.sources import animation, encoded_as
 from tests.support import png_declaring
 
@@ -72,7 +75,7 @@ class Call:
 
 
 def mix() -> list[Call]:
-    """One round of the mix (100 requests), cycled through the photos."""
+    """One round of the mix (106 requests), cycled through the photos."""
     ordinary = load_photos()
     crowds = [p.read_bytes() for p in sorted((SHARED_FACES / "wider_val_native" / "images").glob("*.jpg"))[:12]]
     phones = phone_photos(4)
@@ -83,6 +86,7 @@ def mix() -> list[Call]:
         ]
         for container in ("HEIF", "AVIF", "JPEG")
     }
+    library_files = list(corpus().values())  # the kinds image libraries test with (tests/corpus.py)
     pick = itertools.count()
 
     def photo(pool: list) -> bytes:
@@ -121,6 +125,14 @@ def mix() -> list[Call]:
             3,
             lambda: Call(
                 "URL animation", "GET", "/cdn-cgi/image/width=200,height=200,fit=cover,gravity=face/party.gif"
+            ),
+        ),
+        (3, lambda: upload("library files: crop", "/v1/crop", library_files, width=128, height=128, format="png")),
+        (2, lambda: upload("library files: anonymize", "/v1/anonymize", library_files)),
+        (
+            1,
+            lambda: Call(
+                "URL 5,000-frame GIF", "GET", f"/cdn-cgi/image/{FACE_CROP}/long.gif", expected=frozenset({413})
             ),
         ),
         (6, lambda: bad("bad: not an image", "/v1/detect", b"not an image" * 40, {}, 415)),
@@ -349,6 +361,7 @@ def originals() -> Path:
     crowd = Image.open(SHARED_FACES / "demo" / "widertest_20_Family_Group_Family_Group_20_435.jpg").convert("RGB")
     frames = [crowd.resize((480, 320)).rotate(angle) for angle in range(0, 20, 2)]
     (folder / "party.gif").write_bytes(animation(frames, "GIF", [80] * len(frames), loop=0))
+    (folder / "long.gif").write_bytes(long_gif())
     return folder
 
 
