@@ -8,8 +8,8 @@ AVIF and HEIF, CMYK, CIELab, deep or transparent samples), then one normalisatio
 (gateway/imaging/normalise.py): 8-bit BGR, transparency flattened onto the background. EXIF
 orientation is applied by exactly one layer: this one, except for the formats whose decoder turns
 the pixels itself (UPRIGHT_AS_DECODED); and only when upright pixels are asked for: the model's
-input is resized from the stored pixels and only the small result turned upright. An MPO (a camera's multi-picture JPEG) is read as its first
-picture, a JPEG.
+input is resized from the stored pixels and only the small result turned upright. An MPO (a
+camera's multi-picture JPEG) is read as its first picture, a JPEG.
 
 The pixels keep the source's colour (its ICC profile rides along, for what goes out: the model
 sees them as they are), except CMYK and CIELab, converted to sRGB as they are decoded
