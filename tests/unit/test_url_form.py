@@ -16,6 +16,7 @@ from gateway.app import create_app
 from gateway.config import Settings
 from gateway.encode import output_format
 from gateway.errors import InvalidParameter, OriginError, SourceNotAllowed
+from gateway.params import parse_anonymize_options
 from gateway.url.admission import FetchAdmission
 from gateway.url.caching import cache_control, conditions, negotiate
 from gateway.url.fetch import Fetcher, is_public
@@ -362,6 +363,40 @@ def test_avif_outputs_are_bounded_as_cloudflare_bounds_them():
 def test_faces_are_looked_for_only_where_the_answer_depends_on_them(originals, options, detects):
     response = url_get(url_client(originals), f"{options}/people/astronaut.jpg")
     assert response.status_code == 200 and ("X-Face-Count" in response.headers) == detects
+
+
+@pytest.mark.parametrize(
+    "options,confidence,detail,margin",
+    [
+        # The privacy-first defaults of /v1/anonymize (README: 8 %, detail=auto, margin 1.5).
+        ("anonymize=blur", 8.0, "auto", 1.5),
+        ("anonymize=pixelate,width=64", 8.0, "auto", 1.5),
+        ("anonymize=fill,preset=privacy", 8.0, "auto", 1.5),
+        # preset=fast: the standard pass, 12 %, margin 1.3; an option given still applies.
+        ("anonymize=blur,preset=fast", 12.0, "standard", 1.3),
+        ("anonymize=blur,preset=fast,min-confidence=30", 30.0, "standard", 1.3),
+        ("anonymize=blur,preset=fast,detail=high", 12.0, "high", 1.3),
+        ("anonymize=blur,detail=fast", 8.0, "fast", 1.5),
+        ("anonymize=blur,min-confidence=60", 60.0, "auto", 1.5),
+        # No anonymize: a crop's own defaults.
+        ("width=64", 50.0, "fast", None),
+    ],
+)
+def test_the_url_forms_anonymize_defaults_are_privacy_first(options, confidence, detail, margin):
+    parsed = parse_url_options(options)
+    assert (parsed.detect.min_confidence, parsed.detect.detail) == (confidence, detail)
+    assert (parsed.hiding.margin if parsed.hiding else None) == margin
+    if parsed.hiding:
+        assert parsed.hiding.method == options.split(",")[0].split("=")[1]
+
+
+def test_the_url_forms_anonymize_hides_as_v1_anonymize_does():
+    """The same policy as /v1/anonymize's, preset by preset (not only the same literals)."""
+    for preset in ("privacy", "fast"):
+        detect, hiding = parse_anonymize_options({"preset": preset})
+        parsed = parse_url_options(f"anonymize=blur,preset={preset}")
+        assert (parsed.detect.min_confidence, parsed.detect.detail) == (detect.min_confidence, detect.detail)
+        assert parsed.hiding is not None and parsed.hiding.margin == hiding.margin
 
 
 def test_a_signature_covers_the_query_string(originals):
