@@ -22,6 +22,7 @@ from tests.sources import (
     colour_error,
     decoded,
     encoded_as,
+    nclx_p3,
     png16,
     profiles,
     srgb_reference,
@@ -53,6 +54,22 @@ def test_a_tagged_source_goes_out_as_littlecms_makes_it_srgb(stack, astronaut, p
     assert mean <= MAX_MEAN_ERROR and p99 <= 12, (mean, p99)
     assert answer.headers["X-Color-Profile"] == "converted"
     assert b"iCCP" not in answer.content  # the profile is applied, then dropped: the output is sRGB
+
+
+@pytest.mark.parametrize("container", ["AVIF", "HEIF"])
+def test_an_nclx_display_p3_source_goes_out_as_littlecms_makes_it_srgb(stack, astronaut, container):
+    """Code points, not a profile, as phones write them (colr nclx 12/13/6): converted as LittleCMS
+    converts through the tests' own Display P3 profile (tests/sources.py), not read as sRGB."""
+    data = nclx_p3(astronaut, container)
+    with Image.open(io.BytesIO(data)) as image:
+        assert image.format == container and not image.info.get("icc_profile")
+    reference = srgb_reference(data, profiles()["display-p3"], (256, 256))
+    as_if_srgb = area(np.asarray(decoded(data)))
+    assert np.abs(reference - as_if_srgb).mean() > MAX_MEAN_ERROR + 1  # a picture where it shows
+    answer = crop(stack, data)
+    mean, p99 = colour_error(answer.content, reference)
+    assert mean <= MAX_MEAN_ERROR and p99 <= 12, (mean, p99)
+    assert answer.headers["X-Color-Profile"] == "converted"
 
 
 def test_the_red_green_swapping_profile_is_swapped_back(stack):
