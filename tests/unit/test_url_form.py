@@ -5,6 +5,8 @@ import io
 import ipaddress
 import os
 import socket
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +17,7 @@ from facecrop_client import image_url
 from gateway.app import create_app
 from gateway.config import Settings
 from gateway.encode import output_format
-from gateway.errors import InvalidParameter, OriginError, SourceNotAllowed
+from gateway.errors import InvalidParameter, OriginError, OriginTimeout, SourceNotAllowed
 from gateway.params import parse_anonymize_options
 from gateway.url.admission import FetchAdmission
 from gateway.url.caching import cache_control, conditions, negotiate
@@ -503,3 +505,28 @@ def test_a_name_that_rebinds_to_loopback_is_never_connected_to(monkeypatch):
         with pytest.raises(OriginError):
             fetcher.get(f"http://rebind.example:{caught.port}/x.jpg")
         assert attempts == ["93.184.216.34"] and caught.connections() == 0
+
+
+def test_a_slow_name_lookup_ends_at_the_fetch_deadline(monkeypatch):
+    """A lookup that never answers (a resolver that drops the query): the fetch is a 504 at its
+    deadline, while the lookup is still blocked, not when the lookup gives up."""
+    real, blocked, released = socket.getaddrinfo, threading.Event(), threading.Event()
+
+    def slow(host, *args, **kwargs):
+        if host == "slow.example":
+            blocked.set()
+            released.wait(20)  # as long as a resolver's retries can take
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", slow)
+    fetcher = Fetcher(("*",), False, 1, 1, 1 << 20, FetchAdmission(8, 4, 5, 30))
+    started = time.monotonic()
+    try:
+        with pytest.raises(OriginTimeout):
+            fetcher.get("http://slow.example/x.jpg")
+        elapsed = time.monotonic() - started
+        assert blocked.is_set() and not released.is_set()  # ended by the deadline, the lookup still waiting
+        assert elapsed < 1 + 1, elapsed  # the deadline (1 s) + 1 s
+    finally:
+        released.set()
