@@ -67,7 +67,7 @@ from bench.phone import table as phone_table
 from bench.placement import report as placement_report
 from bench.sources import report as sources_report
 from bench.url import report as url_report
-from bench.verdicts import record, verdict_table
+from bench.verdicts import record, shown, verdict_table
 from bench.video import report as video_report
 from bench.workload import PHOTO_SETS, load_photos, must_succeed, photo_paths, service_call
 from facecrop_client import Client
@@ -279,30 +279,30 @@ def core(args: argparse.Namespace, stack: Stack | None, url: str, extra_env: dic
     record(
         "#19",
         "service c=1 p50 <= 1.3x in-process (paired)",
-        f"{np.median(paired_latency):.2f}x",
+        f"{shown(float(np.median(paired_latency)), 1.3)}x",
         np.median(paired_latency) <= 1.3,
     )
     record(
         "#19",
         "service c=16 >= 0.9x the best in-process throughput (paired)",
-        f"{np.median(paired_throughput):.2f}x",
+        f"{shown(float(np.median(paired_throughput)), 0.9)}x",
         np.median(paired_throughput) >= 0.9,
     )
     record(
         "#6",
         "facecrop batch >= 0.9x the service's best throughput",
-        f"{batch.throughput / best_service.throughput:.2f}x",
+        f"{shown(batch.throughput / best_service.throughput, 0.9)}x",
         batch.throughput >= 0.9 * best_service.throughput,
     )
     record(
         "#5",
         "postprocess p95 on the most crowded demo photo < 5 ms",
-        f"{post.percentile_ms(95):.2f} ms",
+        f"{shown(post.percentile_ms(95), 5)} ms",
         post.percentile_ms(95) < 5,
     )
     if rss_after:
         largest = max(float(r.split()[0]) for r in rss_after)
-        record("#11", "gateway worker RSS after the bench < 150 MiB", f"{largest:.0f} MiB", largest < 150)
+        record("#11", "gateway worker RSS after the bench < 150 MiB", f"{shown(largest, 150, 0)} MiB", largest < 150)
     report = [
         f"onnxruntime threads: {args.threads} | photos: {len(photos)} (../shared/faces: {', '.join(PHOTO_SETS)}) | "
         f"target size {settings.target_size}, pad multiple {settings.pad_multiple} | wire: {settings.wire_format}",
@@ -314,7 +314,7 @@ def core(args: argparse.Namespace, stack: Stack | None, url: str, extra_env: dic
         f"- {batch.name}: {batch.throughput:.1f} images/s = **{batch.throughput / best_service.throughput:.2f}x** "
         f"the service's best ({best_service.name}; target >= 0.9)",
         f"- postprocess on the most crowded demo photo ({face_count} faces): p50 {post.percentile_ms(50):.2f} ms, "
-        f"p95 {post.percentile_ms(95):.2f} ms (target < 5)",
+        f"p95 {shown(post.percentile_ms(95), 5)} ms (target < 5)",
         f"- gateway worker RSS (MiB): before {', '.join(rss_before)}; after everything above, detail=high, "
         f"/v1/anonymize and the phone photos included: {', '.join(rss_after)} (target < 150)",
         f"- Triton batching: {batching}",

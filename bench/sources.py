@@ -32,7 +32,7 @@ from PIL import AvifImagePlugin, Image
 from bench.cpu import floor_cpu_ms
 from bench.paired import BASELINE, before_and_after
 from bench.phone import cpu_ms_per_call
-from bench.verdicts import record
+from bench.verdicts import record, shown
 from bench.workload import must_succeed, service_call
 from local_triton import BUILD_DIR, PROJECT_ROOT
 from local_triton.processes import SHARED_FACES, Stack, running_gateway
@@ -106,13 +106,13 @@ def colour_table(url: str) -> list[str]:
     record(
         "#35",
         f"colour error <= {MAX_COLOUR_ERROR} levels mean, every profile x container",
-        f"worst {worst:.2f}",
+        f"worst {shown(worst, MAX_COLOUR_ERROR)}",
         worst <= MAX_COLOUR_ERROR,
     )
     record(
         "#35",
         "the red/green-swapping profile swapped back",
-        f"pure red comes out ({r:.0f}, {g:.0f}, {b:.0f})",
+        f"pure red comes out ({shown(r, 15, 0)}, {shown(g, 240, 0)}, {b:.0f})",
         g > 240 and r < 15,
     )
     lines += [
@@ -148,7 +148,12 @@ def formats_table(url: str, pid: int) -> list[str]:
             if container != "JPEG":
                 fewest = min(fewest, share)
             lines.append(f"| {label} | {container} | {cpu:.1f} | {floor:.1f} | {cpu / floor:.2f}x | {share:.3f} |")
-    record("#35", "HEIC and AVIF find >= 0.97 of the faces their JPEG finds", f"fewest {fewest:.3f}", fewest >= 0.97)
+    record(
+        "#35",
+        "HEIC and AVIF find >= 0.97 of the faces their JPEG finds",
+        f"fewest {shown(fewest, 0.97, 3)}",
+        fewest >= 0.97,
+    )
     return lines
 
 
@@ -159,7 +164,8 @@ def animation_table(stack: Stack, gateway_env: dict[str, str]) -> list[str]:
         "| animation | frames | CPU ms per frame | still crop CPU ms | per frame / still |",
         "|---|---:|---:|---:|---:|",
     ]
-    worst = 0.0
+    ratios: dict[str, float] = {}
+    frames_out: dict[str, list[str | None]] = {}
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         for container in ("GIF", "WEBP"):
@@ -170,18 +176,41 @@ def animation_table(stack: Stack, gateway_env: dict[str, str]) -> list[str]:
         ) as gateway:
             for container in ("gif", "webp"):
                 costs = {}
+                seen = frames_out.setdefault(container, [])
+
+                def moving_call(path: str, seen: list[str | None] = seen) -> None:
+                    answer = requests.get(path, timeout=60)
+                    answer.raise_for_status()
+                    seen.append(answer.headers.get("X-Frames"))  # every frame out, not one
+
                 for name in ("moving", "still"):
                     path = f"{gateway.url}/cdn-cgi/image/width=256,height=256,fit=cover,gravity=face/{name}.{container}"
                     requests.get(path, timeout=60).raise_for_status()
-                    costs[name] = cpu_ms_per_call(
-                        gateway.process.pid, lambda p: requests.get(p, timeout=60).raise_for_status(), [path] * 5
-                    )
+                    call = moving_call if name == "moving" else lambda p: requests.get(p, timeout=60).raise_for_status()
+                    costs[name] = cpu_ms_per_call(gateway.process.pid, call, [path] * 5)
                 per_frame = costs["moving"] / len(frames)
-                ratio = per_frame / costs["still"]
-                worst = max(worst, ratio)
-                lines.append(f"| {container} | {len(frames)} | {per_frame:.1f} | {costs['still']:.1f} | {ratio:.2f}x |")
-    record("#35", "animations: CPU per frame <= 1.3x a still crop's", f"worst {worst:.2f}x", worst <= 1.3)
+                ratios[container] = ratio = per_frame / costs["still"]
+                lines.append(
+                    f"| {container} | {len(frames)} | {per_frame:.1f} | {costs['still']:.1f} | {shown(ratio, 1.3)}x |"
+                )
+    record(
+        "#35", "animations: CPU per frame <= 1.3x a still crop's", *animation_verdict(ratios, frames_out, len(frames))
+    )
     return lines
+
+
+def animation_verdict(
+    ratios: dict[str, float], frames_out: dict[str, list[str | None]], frames: int
+) -> tuple[str, bool]:
+    """The worst CPU per frame against a still's, met only where every measured answer said it sent
+    every frame (X-Frames): an answer of one frame is cheaper per frame and proves nothing."""
+    worst = max(ratios.values())
+    short = {c: sorted({f or "none" for f in seen if f != str(frames)}) for c, seen in frames_out.items()}
+    short = {c: f for c, f in short.items() if f}
+    figure = f"worst {shown(worst, 1.3)}x"
+    if short:
+        figure += ", X-Frames " + "; ".join(f"{c}: {', '.join(f)} (not {frames})" for c, f in short.items())
+    return figure, worst <= 1.3 and not short and all(frames_out.get(c) for c in ratios)
 
 
 def sharp_crops(files: list[Path], size: tuple[int, int], position: str) -> dict | None:
@@ -235,7 +264,9 @@ def report(stack: Stack, gateway_env: dict[str, str]) -> str:
     for name, (now, then) in paired.items():
         worst = max(worst, now / then)
         lines.append(f"| {name} | {now:.1f} | {then:.1f} | {now / then:.2f}x |")
-    record("#35", "JPEG path gateway CPU <= 1.05x the tree before (paired)", f"worst {worst:.2f}x", worst <= 1.05)
+    record(
+        "#35", "JPEG path gateway CPU <= 1.05x the tree before (paired)", f"worst {shown(worst, 1.05)}x", worst <= 1.05
+    )
     sharp = sharp_ms(ordinary)
     lines += [
         "",

@@ -22,7 +22,7 @@ from bench.harness import Measurement, closed_loop
 from bench.phone import process_cpu_s
 from bench.placement import SETS, counted_truth, score
 from bench.thumbor import running_thumbor, smart_crop, smart_crop_rect
-from bench.verdicts import record
+from bench.verdicts import record, shown
 from gateway.config import Settings
 from gateway.crop import Rect
 from local_triton.processes import SHARED_FACES, Stack, running_gateway, running_stack
@@ -75,8 +75,8 @@ def miss_rows(url: str, thumbor: str) -> list[str]:
             mine[0].percentile_ms(50) / peer[0].percentile_ms(50),
             mine[1].throughput / peer[1].throughput,
         )
-        record("#28", f"{label} cache-miss p50 <= thumbor's smart crop", f"{latency:.2f}x", latency <= 1)
-        record("#28", f"{label} c=8 throughput >= thumbor's", f"{throughput:.2f}x", throughput >= 1)
+        record("#28", f"{label} cache-miss p50 <= thumbor's smart crop", f"{shown(latency, 1)}x", latency <= 1)
+        record("#28", f"{label} c=8 throughput >= thumbor's", f"{shown(throughput, 1)}x", throughput >= 1)
         for tool, (single, eight, (framed, largest)) in runs.items():
             lines.append(
                 f"| {label} | {tool} | {single.percentile_ms(50):.1f} | {eight.throughput:.1f} | {framed:.3f} "
@@ -120,7 +120,7 @@ def revalidation_lines(stack: Stack, gateway_url: str, gateway_pid: int, origin:
         record(
             "#28",
             f"304 revalidation from {name.split(' (')[0]}: gateway CPU <= 2x /healthz's",
-            f"{revalidated / health:.2f}x",
+            f"{shown(revalidated / health, 2)}x",
             revalidated <= 2 * health,
         )
         lines.append(

@@ -4,6 +4,7 @@ No verdict is written by hand: bench/RESULTS.md's table is this one."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -31,3 +32,22 @@ def verdict_table(verdicts: list[Verdict] | None = None) -> str:
     lines += [f"| {v.issue} | {v.target} | {v.figure} | {'met' if v.met else '**not met**'} |" for v in rows]
     met = sum(v.met for v in rows)
     return "\n".join([*lines, "", f"{met} of {len(rows)} targets met in this run."])
+
+
+def shown(value: float, limit: float, places: int = 2) -> str:
+    """`value` printed with at least `places` decimals, and with as many more as it takes (up to 9)
+    for the printed figure to stand on the same side of `limit` as the value itself: 149.6 against
+    150 is "149.6", never "150"; 1.304 against 1.3 is "1.304", never "1.30"."""
+    side = (value > limit) - (value < limit)
+    for digits in range(places, 10):
+        text = f"{value:.{digits}f}"
+        printed = float(text)
+        if (printed > limit) - (printed < limit) == side:
+            return text
+    return repr(value)
+
+
+def missing(measured: Iterable[str], expected: Iterable[str]) -> list[str]:
+    """What a verdict "on every ..." was meant to cover and did not measure, in `expected`'s order."""
+    have = set(measured)
+    return [name for name in expected if name not in have]

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.verdicts import record
+from bench.verdicts import record, shown
 from bench.video_tuning import WORK, deface_area
 from bench.workload import report_command
 from local_triton.processes import SHARED_FACES
@@ -130,14 +130,21 @@ def judge(rows: list[tuple[str, float, float, float]], name: str, gain: float, r
     record(
         "#37",
         f"{name}: faces hidden >= deface {gain:+.2f} on every clip",
-        f"worst {lowest:+.3f} ({clip})",
+        f"worst {'+' if lowest >= 0 else ''}{shown(lowest, gain, 3)} ({clip})",
         lowest >= gain,
     )
     clip, slowest = min(((row[0], row[1]) for row in rows), key=lambda pair: pair[1])
-    record("#37", f"{name}: frame rate >= {rate}x deface's", f"slowest {slowest:.2f}x ({clip})", slowest >= rate)
+    record(
+        "#37", f"{name}: frame rate >= {rate}x deface's", f"slowest {shown(slowest, rate)}x ({clip})", slowest >= rate
+    )
     if area:
         clip, largest = max(((row[0], row[3]) for row in rows), key=lambda pair: pair[1])
-        record("#37", f"{name}: area hidden <= {area}x deface's", f"largest {largest:.2f}x ({clip})", largest <= area)
+        record(
+            "#37",
+            f"{name}: area hidden <= {area}x deface's",
+            f"largest {shown(largest, area)}x ({clip})",
+            largest <= area,
+        )
 
 
 def main() -> None:

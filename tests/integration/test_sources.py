@@ -22,11 +22,12 @@ from tests.sources import (
     colour_error,
     decoded,
     encoded_as,
+    nclx_p3,
     png16,
     profiles,
     srgb_reference,
 )
-from tests.support import ASTRONAUT, CROWD, detect, error_of, photo
+from tests.support import ASTRONAUT, ASTRONAUT_FACE, CROWD, detect, error_of, photo
 
 CROP = {"width": "256", "height": "256", "gravity": "center", "zoom": "0", "format": "png"}
 MAX_MEAN_ERROR = 2.5  # levels, against LittleCMS (issue #35's target; measured: 0.1-0.6)
@@ -53,6 +54,22 @@ def test_a_tagged_source_goes_out_as_littlecms_makes_it_srgb(stack, astronaut, p
     assert mean <= MAX_MEAN_ERROR and p99 <= 12, (mean, p99)
     assert answer.headers["X-Color-Profile"] == "converted"
     assert b"iCCP" not in answer.content  # the profile is applied, then dropped: the output is sRGB
+
+
+@pytest.mark.parametrize("container", ["AVIF", "HEIF"])
+def test_an_nclx_display_p3_source_goes_out_as_littlecms_makes_it_srgb(stack, astronaut, container):
+    """Code points, not a profile, as phones write them (colr nclx 12/13/6): converted as LittleCMS
+    converts through the tests' own Display P3 profile (tests/sources.py), not read as sRGB."""
+    data = nclx_p3(astronaut, container)
+    with Image.open(io.BytesIO(data)) as image:
+        assert image.format == container and not image.info.get("icc_profile")
+    reference = srgb_reference(data, profiles()["display-p3"], (256, 256))
+    as_if_srgb = area(np.asarray(decoded(data)))
+    assert np.abs(reference - as_if_srgb).mean() > MAX_MEAN_ERROR + 1  # a picture where it shows
+    answer = crop(stack, data)
+    mean, p99 = colour_error(answer.content, reference)
+    assert mean <= MAX_MEAN_ERROR and p99 <= 12, (mean, p99)
+    assert answer.headers["X-Color-Profile"] == "converted"
 
 
 def test_the_red_green_swapping_profile_is_swapped_back(stack):
@@ -166,6 +183,7 @@ def originals(tmp_path_factory, astronaut):
     (root / "party.gif").write_bytes(animation(frames, "GIF", [100, 80, 60, 100, 120, 200], loop=0))
     (root / "party.webp").write_bytes(animation(frames, "WEBP", [100, 80, 60, 100, 120, 200], loop=3))
     (root / "once.gif").write_bytes(animation(frames[:3], "GIF", [50, 50, 50], loop=None))
+    (root / "moving.gif").write_bytes(animation(moving_frames(astronaut), "GIF", [100] * len(MOVES), loop=0))
     bomb = [Image.new("RGB", (2000, 2000), (i, i, i)) for i in range(14)]  # 56 MP of frames, a few kB of file
     (root / "bomb.gif").write_bytes(animation(bomb, "GIF", [100] * 14, loop=0))
     exif = Image.Exif()
@@ -222,9 +240,46 @@ def test_an_animation_stays_one_with_its_timing_and_loop(by_url, originals, name
     assert answer.headers["X-Frames"] == str(len(durations))
 
 
+MOVES = (0, 40, 80, 120)  # the astronaut's face, frame by frame, this many pixels right of frame 0's
+MOVING_SIZE = (512 + MOVES[-1], 512)
+
+
+def moving_frames(astronaut: Image.Image) -> list[Image.Image]:
+    """The astronaut on a grey canvas, pasted further right in each frame: one face per frame."""
+    frames = []
+    for move in MOVES:
+        canvas = Image.new("RGB", MOVING_SIZE, (128, 128, 128))
+        canvas.paste(astronaut, (move, 0))
+        frames.append(canvas)
+    return frames
+
+
+def moved_face(move: int, inset: int = 0) -> tuple[slice, slice]:
+    """Rows and columns of the astronaut's face in the frame where it moved `move` pixels, `inset` inside."""
+    x, y, w, h = ASTRONAUT_FACE
+    return slice(y + inset, y + h - inset), slice(x + move + inset, x + move + w - inset)
+
+
+def gif_frames(answer: requests.Response) -> list[np.ndarray]:
+    assert answer.status_code == 200, answer.text
+    with Image.open(io.BytesIO(answer.content)) as image:
+        assert image.format == "GIF"
+        return [np.asarray(frame.convert("RGB"), dtype=int) for frame in ImageSequence.Iterator(image)]
+
+
 def test_one_window_holds_the_faces_of_every_frame_and_anim_false_is_a_still(by_url):
-    window = url(by_url, f"{FACE_CROP},f=json", "party.gif").json()
-    assert len(window["faces"]) >= 8 and window["output"] == {"width": 128, "height": 128}
+    # A window 300 pixels wide of 632: it holds the faces of every frame (178-391), not only frame 0's.
+    window = url(by_url, "width=300,height=512,fit=cover,gravity=face,f=json", "moving.gif").json()
+    assert window["image"] == {"width": MOVING_SIZE[0], "height": MOVING_SIZE[1]}
+    lefts = sorted(face["face_rectangle"]["x"] for face in window["faces"])
+    x, _, w, _ = ASTRONAUT_FACE
+    assert abs(lefts[0] - x) <= 8 and abs(lefts[-1] - (x + MOVES[-1])) <= 8, lefts  # the first and last frames'
+    crop = window["crop"]
+    assert (crop["width"], crop["height"]) == (300, 512)
+    for move in MOVES:
+        assert crop["x"] <= x + move and x + move + w <= crop["x"] + crop["width"], (crop, move)
+    party = url(by_url, f"{FACE_CROP},f=json", "party.gif").json()
+    assert len(party["faces"]) >= 8 and party["output"] == {"width": 128, "height": 128}
     still = url(by_url, f"{FACE_CROP},anim=false", "party.gif")
     assert still.headers["Content-Type"] == "image/jpeg" and "X-Frames" not in still.headers
     assert url(by_url, f"{FACE_CROP},f=jpeg", "party.gif").headers["Content-Type"] == "image/jpeg"
@@ -238,9 +293,33 @@ def test_anonymize_hides_the_faces_of_every_frame(by_url, originals):
         hidden_frames = [np.asarray(frame.convert("RGB"), dtype=int) for frame in ImageSequence.Iterator(image)]
     with Image.open(io.BytesIO(plain.content)) as image:
         plain_frames = [np.asarray(frame.convert("RGB"), dtype=int) for frame in ImageSequence.Iterator(image)]
+    assert len(plain_frames) == len(hidden_frames) == 6 and hidden.headers["X-Frames"] == "6"
     for before, after in zip(plain_frames, hidden_frames):
         changed = (np.abs(before - after).max(axis=2) > 40).mean()
         assert 0.005 < changed < 0.5, changed  # faces filled in each frame, the rest kept
+
+
+def test_anonymize_hides_each_frames_own_face_where_it_moved(by_url):
+    """The face moves 40, 80 and 120 pixels: each frame's own face is hidden (filled black), and
+    where another frame's face was, nothing is."""
+    plain = gif_frames(url(by_url, "f=gif", "moving.gif"))
+    answer = url(by_url, "f=gif,anonymize=fill", "moving.gif")
+    hidden = gif_frames(answer)
+    assert len(plain) == len(hidden) == len(MOVES) and answer.headers["X-Frames"] == str(len(MOVES))
+    for index, (move, before, after) in enumerate(zip(MOVES, plain, hidden)):
+        rows, columns = moved_face(move, inset=4)
+        black = (after[rows, columns].max(axis=2) <= 24).mean()
+        assert black >= 0.99, (index, move, black)  # its own face, filled
+        assert (before[rows, columns].max(axis=2) <= 24).mean() < 0.2  # it was not black before
+        for other in MOVES:
+            if abs(other - move) < 120:
+                continue
+            # where the face of the frame `other` pixels over was, beyond this frame's grown region
+            rows, columns = moved_face(other)
+            beyond = (columns.start, columns.stop - 40) if other < move else (columns.start + 40, columns.stop)
+            columns = slice(*beyond)
+            kept = (np.abs(after[rows, columns] - before[rows, columns]).max(axis=2) <= 40).mean()
+            assert kept >= 0.99, (index, move, other, kept)
 
 
 def test_an_animation_over_50_megapixels_is_refused_before_decoding(by_url):

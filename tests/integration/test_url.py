@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import base64
+import http.client
 import io
+import json
 import os
 import re
 import shutil
@@ -164,6 +166,41 @@ def test_every_private_address_is_refused_before_a_packet_reaches_it(public, spe
     with trap() as caught:
         response = get(public.url, f"width=64/{spelling.format(port=caught.port)}")
         error_of(response, 403, "source_not_allowed")
+        assert caught.connections() == 0
+
+
+RAW_BRACKETS = [  # IPv6 spellings of loopback, sent with raw brackets as a browser sends them
+    "http://[::1]:{port}/x.jpg",
+    "http://[0:0:0:0:0:0:0:1]:{port}/x.jpg",
+    "http://[::ffff:127.0.0.2]:{port}/x.jpg",  # IPv4-mapped: a dual-stack socket reaches 127.0.0.2
+    "http://[::ffff:7f00:2]:{port}/x.jpg",
+    "http://[0:0:0:0:0:ffff:127.0.0.1]:{port}/x.jpg",
+    "http://[::127.0.0.2]:{port}/x.jpg",  # IPv4-compatible
+    "http://[64:ff9b::7f00:2]:{port}/x.jpg",  # NAT64
+    "http://[2002:7f00:2::1]:{port}/x.jpg",  # 6to4
+]
+
+
+def raw_get(base: str, path: str) -> tuple[int, dict]:
+    """GET `path` exactly as written (requests percent-encodes [ and ]; http.client sends it as is)."""
+    host, port = base.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=60)
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("spelling", RAW_BRACKETS)
+def test_raw_bracket_ipv6_spellings_are_refused_by_the_address_check(public, spelling):
+    """Refused as an address that is not public, before connecting (a well-formed URL), not as a
+    malformed one; and nothing reaches the trap on 127.0.0.1, 127.0.0.2 and ::1."""
+    with trap() as caught:
+        status, body = raw_get(public.url, f"/cdn-cgi/image/width=64/{spelling.format(port=caught.port)}")
+        assert status == 403 and body["error"]["code"] == "source_not_allowed", body
+        assert "refused before connecting" in body["error"]["message"], body
         assert caught.connections() == 0
 
 

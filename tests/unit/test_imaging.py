@@ -8,6 +8,7 @@ import pytest
 from PIL import Image, ImageCms
 
 import gateway.imaging.animation as animation_module
+from gateway.decode import decode_image, read_header
 from gateway.errors import ImageTooLarge
 from gateway.imaging.animation import encode_animation, on_one_canvas, read_animation
 from gateway.imaging.colour import CONVERTED, IGNORED, SRGB_ALREADY, conversion, to_srgb
@@ -15,7 +16,8 @@ from gateway.imaging.metadata import output_exif
 from gateway.imaging.normalise import WHITE
 from gateway.imaging.profiles import DISPLAY_P3
 from tests.corpus import long_gif
-from tests.sources import animation, profiles
+from tests.sources import animation, nclx_p3, p3_colorants, profiles
+from tests.support import astronaut
 
 
 @pytest.mark.parametrize(
@@ -34,6 +36,67 @@ def test_display_p3_from_its_primaries_converts_as_apple_s_does(p3, srgb):
     )
     got = ImageCms.applyTransform(Image.new("RGB", (1, 1), p3), transform).getpixel((0, 0))
     assert all(abs(a - b) <= 1 for a, b in zip(got, srgb)), got
+
+
+# Apple's Display P3 profile's colorant tags (rXYZ, gXYZ, bXYZ, D50-adapted), as macOS ships it.
+APPLE_P3_COLORANTS = np.array([[0.51512, 0.29198, 0.15710], [0.24120, 0.69225, 0.06657], [-0.00105, 0.04189, 0.78407]])
+
+
+def test_the_tests_display_p3_is_apples():
+    """The reference profile the colour tests use is written in tests/sources.py, not taken from
+    the gateway: its colorants are Apple's, and it converts the reference colours above as theirs."""
+    assert np.abs(p3_colorants() - APPLE_P3_COLORANTS).max() < 1e-4
+    assert profiles()["display-p3"] != DISPLAY_P3
+    transform = ImageCms.buildTransform(
+        ImageCms.ImageCmsProfile(io.BytesIO(profiles()["display-p3"])), ImageCms.createProfile("sRGB"), "RGB", "RGB"
+    )
+    for p3, srgb in [((200, 100, 50), (215, 93, 31)), ((10, 20, 30), (7, 20, 31)), ((0, 255, 0), (0, 255, 0))]:
+        got = ImageCms.applyTransform(Image.new("RGB", (1, 1), p3), transform).getpixel((0, 0))
+        assert all(abs(a - b) <= 1 for a, b in zip(got, srgb)), (p3, got)
+
+
+def littlecms_srgb(rgb: np.ndarray, icc: bytes) -> np.ndarray:
+    """LittleCMS (ImageCms) straight: RGB pixels in `icc` to sRGB, perceptual."""
+    transform = ImageCms.buildTransform(
+        ImageCms.ImageCmsProfile(io.BytesIO(icc)), ImageCms.createProfile("sRGB"), "RGB", "RGB"
+    )
+    return np.asarray(ImageCms.applyTransform(Image.fromarray(rgb), transform))
+
+
+@pytest.mark.parametrize("name", ["display-p3", "adobe-rgb", "prophoto", "swapped"])
+def test_to_srgb_converts_as_littlecms_does(name):
+    """gateway.imaging.colour.to_srgb (BGR in, BGR out) against ImageCms on the same RGB pixels."""
+    rgb = np.random.default_rng(43).integers(0, 256, (64, 64, 3), dtype=np.uint8)
+    rgb[0, :8] = [
+        (255, 0, 0),
+        (0, 255, 0),
+        (0, 0, 255),
+        (255, 255, 255),
+        (0, 0, 0),
+        (255, 255, 0),
+        (0, 255, 255),
+        (128, 128, 128),
+    ]
+    converted, status = to_srgb(np.ascontiguousarray(rgb[:, :, ::-1]), profiles()[name])
+    assert status == CONVERTED
+    error = np.abs(converted[:, :, ::-1].astype(int) - littlecms_srgb(rgb, profiles()[name]))
+    assert error.max() <= 1, error.max()
+    assert np.abs(converted[:, :, ::-1].astype(int) - rgb).mean() > 3  # a conversion that shows
+
+
+@pytest.mark.parametrize("container", ["AVIF", "HEIF"])
+def test_nclx_display_p3_is_read_as_display_p3(container):
+    """An AVIF or HEIC that says Display P3 by code points (nclx, no ICC profile): its header's
+    profile converts its pixels as LittleCMS does through the tests' own Display P3 profile."""
+    rgb = np.asarray(astronaut().resize((128, 128)))
+    data = nclx_p3(Image.fromarray(rgb), container)
+    decoded = decode_image(data, read_header(data, 1 << 24))
+    assert decoded.icc
+    converted, status = to_srgb(decoded.stored, decoded.icc)
+    assert status == CONVERTED
+    source = np.ascontiguousarray(decoded.stored[:, :, ::-1])
+    error = np.abs(converted[:, :, ::-1].astype(int) - littlecms_srgb(source, profiles()["display-p3"]))
+    assert error.mean() <= 0.5 and error.max() <= 2, (error.mean(), error.max())
 
 
 def test_srgb_profiles_are_skipped_and_broken_ones_ignored():

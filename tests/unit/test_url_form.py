@@ -5,6 +5,8 @@ import io
 import ipaddress
 import os
 import socket
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +17,8 @@ from facecrop_client import image_url
 from gateway.app import create_app
 from gateway.config import Settings
 from gateway.encode import output_format
-from gateway.errors import InvalidParameter, OriginError, SourceNotAllowed
+from gateway.errors import InvalidParameter, OriginError, OriginTimeout, SourceNotAllowed
+from gateway.params import parse_anonymize_options
 from gateway.url.admission import FetchAdmission
 from gateway.url.caching import cache_control, conditions, negotiate
 from gateway.url.fetch import Fetcher, is_public
@@ -391,6 +394,40 @@ def test_faces_are_looked_for_only_where_the_answer_depends_on_them(originals, o
     assert response.status_code == 200 and ("X-Face-Count" in response.headers) == detects
 
 
+@pytest.mark.parametrize(
+    "options,confidence,detail,margin",
+    [
+        # The privacy-first defaults of /v1/anonymize (README: 8 %, detail=auto, margin 1.5).
+        ("anonymize=blur", 8.0, "auto", 1.5),
+        ("anonymize=pixelate,width=64", 8.0, "auto", 1.5),
+        ("anonymize=fill,preset=privacy", 8.0, "auto", 1.5),
+        # preset=fast: the standard pass, 12 %, margin 1.3; an option given still applies.
+        ("anonymize=blur,preset=fast", 12.0, "standard", 1.3),
+        ("anonymize=blur,preset=fast,min-confidence=30", 30.0, "standard", 1.3),
+        ("anonymize=blur,preset=fast,detail=high", 12.0, "high", 1.3),
+        ("anonymize=blur,detail=fast", 8.0, "fast", 1.5),
+        ("anonymize=blur,min-confidence=60", 60.0, "auto", 1.5),
+        # No anonymize: a crop's own defaults.
+        ("width=64", 50.0, "fast", None),
+    ],
+)
+def test_the_url_forms_anonymize_defaults_are_privacy_first(options, confidence, detail, margin):
+    parsed = parse_url_options(options)
+    assert (parsed.detect.min_confidence, parsed.detect.detail) == (confidence, detail)
+    assert (parsed.hiding.margin if parsed.hiding else None) == margin
+    if parsed.hiding:
+        assert parsed.hiding.method == options.split(",")[0].split("=")[1]
+
+
+def test_the_url_forms_anonymize_hides_as_v1_anonymize_does():
+    """The same policy as /v1/anonymize's, preset by preset (not only the same literals)."""
+    for preset in ("privacy", "fast"):
+        detect, hiding = parse_anonymize_options({"preset": preset})
+        parsed = parse_url_options(f"anonymize=blur,preset={preset}")
+        assert (parsed.detect.min_confidence, parsed.detect.detail) == (detect.min_confidence, detect.detail)
+        assert parsed.hiding is not None and parsed.hiding.margin == hiding.margin
+
+
 def test_a_signature_covers_the_query_string(originals):
     client = url_client(originals, url_key=bytes.fromhex(KEY), url_salt=bytes.fromhex(SALT))
     good = image_url("", "people/astronaut.jpg?v=2", key=KEY, salt=SALT, width=64)
@@ -495,3 +532,28 @@ def test_a_name_that_rebinds_to_loopback_is_never_connected_to(monkeypatch):
         with pytest.raises(OriginError):
             fetcher.get(f"http://rebind.example:{caught.port}/x.jpg")
         assert attempts == ["93.184.216.34"] and caught.connections() == 0
+
+
+def test_a_slow_name_lookup_ends_at_the_fetch_deadline(monkeypatch):
+    """A lookup that never answers (a resolver that drops the query): the fetch is a 504 at its
+    deadline, while the lookup is still blocked, not when the lookup gives up."""
+    real, blocked, released = socket.getaddrinfo, threading.Event(), threading.Event()
+
+    def slow(host, *args, **kwargs):
+        if host == "slow.example":
+            blocked.set()
+            released.wait(20)  # as long as a resolver's retries can take
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", slow)
+    fetcher = Fetcher(("*",), False, 1, 1, 1 << 20, FetchAdmission(8, 4, 5, 30))
+    started = time.monotonic()
+    try:
+        with pytest.raises(OriginTimeout):
+            fetcher.get("http://slow.example/x.jpg")
+        elapsed = time.monotonic() - started
+        assert blocked.is_set() and not released.is_set()  # ended by the deadline, the lookup still waiting
+        assert elapsed < 1 + 1, elapsed  # the deadline (1 s) + 1 s
+    finally:
+        released.set()
