@@ -16,13 +16,13 @@ Values outside Cloudflare's grammar that these libraries write, Cloudflare's beh
 are invalid"; with onerror=redirect it redirects to the source instead: "in case of a fatal error
 that prevents the image from being resized, redirects to the unresized source image URL"):
 
-| library (its value) | writes | Cloudflare | facecrop |
+| library (its value) | writes | Cloudflare | facecrop (2026-11-24) |
 |---|---|---|---|
 | Nuxt Image (format: "jpg") | f=jpg | 400, error 9401 | 400 invalid_parameter |
 | Nuxt Image (gravity: "side") | g=side | 400, error 9401 | 400 invalid_parameter |
-| Astro (quality: "mid") | onerror=redirect,quality=mid | 302 to the source | 302 to the source |
-| Astro (fit: "fill") | onerror=redirect,fit=fill | 302 to the source | 302 to the source |
-| Astro (format: "jpg") | onerror=redirect,format=jpg | 302 to the source | 302 to the source |
+| Astro (quality: "mid") | onerror=redirect,quality=mid | 302 to the source | 400 (302 being fixed) |
+| Astro (fit: "fill") | onerror=redirect,fit=fill | 302 to the source | 400 (302 being fixed) |
+| Astro (format: "jpg") | onerror=redirect,format=jpg | 302 to the source | 400 (302 being fixed) |
 
 Cloudflare's grammar for these: format auto, avif, webp, jpeg, baseline-jpeg, png or json; gravity
 auto, face, left, right, top, bottom or XxY (0-1 each); quality 1-100, high, medium-high, medium-low
