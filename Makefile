@@ -10,6 +10,9 @@ MODEL := model_repository/retinaface_uint8/1/model.onnx
 CHROMIUM := /usr/bin/chromium
 JEMALLOC := build/.jemalloc
 PROFILES := build/.icc-profiles
+# The front-end libraries whose URLs tests/integration/test_frontend_libraries.py fetches (npm ci, the
+# exact tree of tests/frontend/package-lock.json; Debian's Node.js and npm where there is no node).
+FRONTEND := tests/frontend/node_modules/.package-lock.json
 
 .PHONY: serve stop test lint bench profile soak model venv clean gpu-check up-cpu down-cpu
 
@@ -41,6 +44,15 @@ stop:
 $(CHROMIUM):
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
 
+# Debian's nodejs and npm where node is missing, then the libraries (about 17 MB, a few seconds).
+$(FRONTEND): tests/frontend/package.json tests/frontend/package-lock.json
+	@command -v node >/dev/null && command -v npm >/dev/null \
+		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm)
+	@# Debian's npm (9.2) cannot read the lockfile's overrides (the file: stand-ins): npm 10 runs it there.
+	cd tests/frontend && if npm --version | grep -q '^[0-9]\.'; then NPM="npx --yes npm@10.9.2"; else NPM=npm; fi \
+		&& $$NPM ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	@touch $@
+
 # Debian's jemalloc, preloaded into the gateway's processes where present (local_triton/allocators.py).
 $(JEMALLOC):
 	@ldconfig -p | grep -q libjemalloc.so.2 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libjemalloc2)
@@ -59,7 +71,7 @@ lint: $(VENV)/.installed
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 
-test: lint $(MODEL) $(CHROMIUM) $(JEMALLOC) $(PROFILES)
+test: lint $(MODEL) $(CHROMIUM) $(JEMALLOC) $(PROFILES) $(FRONTEND)
 	$(PY) -m pytest
 
 # Every section, side by side in one run (about two hours here); `make bench BENCH_ARGS="--sections
@@ -91,4 +103,4 @@ down-cpu:
 	$(PYTHON) -m local_triton.compose down
 
 clean:
-	rm -rf $(VENV) build $(MODEL)
+	rm -rf $(VENV) build $(MODEL) tests/frontend/node_modules
