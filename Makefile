@@ -5,9 +5,10 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 MODEL := model_repository/retinaface_uint8/1/model.onnx
-# Installed from Debian where missing (as root): the demo page's browser, the gateway's allocator,
-# ICC profiles for the colour tests.
+# Installed from Debian where missing (as root): the demo page's browser, the production proxy,
+# the gateway's allocator, ICC profiles for the colour tests.
 CHROMIUM := /usr/bin/chromium
+NGINX := /usr/sbin/nginx
 JEMALLOC := build/.jemalloc
 PROFILES := build/.icc-profiles
 # The front-end libraries whose URLs tests/integration/test_frontend_libraries.py fetches (npm ci, the
@@ -44,6 +45,11 @@ stop:
 $(CHROMIUM):
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
 
+# Debian's nginx, to run deploy/proxy/nginx.conf in front of a real gateway (tests/integration/test_proxy.py);
+# the tests start their own nginx (the package's service, where an init starts it, is not used).
+$(NGINX):
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx
+
 # Debian's nodejs and npm where node is missing, then the libraries (about 17 MB, a few seconds).
 $(FRONTEND): tests/frontend/package.json tests/frontend/package-lock.json
 	@command -v node >/dev/null && command -v npm >/dev/null \
@@ -71,7 +77,7 @@ lint: $(VENV)/.installed
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 
-test: lint $(MODEL) $(CHROMIUM) $(JEMALLOC) $(PROFILES) $(FRONTEND)
+test: lint $(MODEL) $(CHROMIUM) $(NGINX) $(JEMALLOC) $(PROFILES) $(FRONTEND)
 	$(PY) -m pytest
 
 # Every section, side by side in one run (about two hours here); `make bench BENCH_ARGS="--sections

@@ -1,0 +1,146 @@
+"""The production proxy (deploy/proxy/nginx.conf, run by Debian's nginx) in front of a real gateway:
+its cache key must be what the gateway negotiates on. For format=auto the key holds the Accept's
+class (AVIF, WebP or other) and the gateway is sent that class's own Accept, so every Accept of a
+class gets the one cached answer, of the class's format, whatever else the header says (a quoted
+type, a q-value, an order). slow-connection-quality's client hints become one class of the key too.
+
+The configuration is the committed file with only the addresses replaced (the gateway's, the port,
+the cache folder): a change to anything else in it is tested as written.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pwd
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import requests
+from PIL import Image
+
+from gateway.encode import AVIF_AVAILABLE
+from local_triton.processes import free_port, running_gateway, stop
+from tests.support import astronaut
+
+ROOT = Path(__file__).resolve().parents[2]
+NGINX_CONF = ROOT / "deploy" / "proxy" / "nginx.conf"
+NGINX = Path("/usr/sbin/nginx")  # Debian's package; `make test` installs it
+AUTO = "/cdn-cgi/image/width=200,format=auto/astronaut.jpg"
+SLOW = "/cdn-cgi/image/width=200,format=jpeg,quality=90,slow-connection-quality=20/astronaut.jpg"
+# Accept headers, as browsers and other clients send them, and the format each must get.
+# The first of each class is the one the gateway sees: the quoted type first, where the gateway's
+# own parse (WebP) and the proxy's class (AVIF) differ.
+ACCEPTS = [
+    ('text/plain;note="image/avif", image/webp', "avif"),
+    ("image/avif,image/webp,image/apng,image/svg+xml,image/*,*/*;q=0.8", "avif"),  # Chrome
+    ("image/avif,image/webp,*/*", "avif"),  # Firefox
+    ("image/webp;q=0.5, image/avif;q=0.1", "avif"),  # q-values do not order the class
+    ("image/avif;q=0, image/webp", "webp"),  # AVIF refused: not the AVIF class
+    ("image/webp,*/*", "webp"),
+    ("image/webp ;q=0.0, image/png", "jpeg"),
+    ("*/*", "jpeg"),
+    (None, "jpeg"),
+]
+# Client hints: whether each says the connection is slow (Cloudflare's rules, the gateway's own).
+HINTS = [
+    ({}, False),
+    ({"ECT": "2g"}, True),
+    ({"Save-Data": "on"}, True),
+    ({"RTT": "300"}, True),
+    ({"ECT": "4g", "Downlink": "10"}, False),
+    ({"Downlink": "1.5"}, True),
+    ({"RTT": "100"}, False),
+]
+
+
+def configuration(gateway: str, port: int, folder: Path) -> str:
+    """deploy/proxy/nginx.conf with the compose addresses replaced by loopback ones, nginx's own
+    files (pid, temporary files) in `folder`, its workers run as this user (as root, nginx would run
+    them as nobody, who cannot enter pytest's folders)."""
+    text = NGINX_CONF.read_text()
+    replaced = {
+        "listen 8080;": f"listen 127.0.0.1:{port};",
+        "set $gateway http://gateway:8080;": f"set $gateway {gateway};",
+        "proxy_cache_path /var/cache/nginx/facecrop ": f"proxy_cache_path {folder}/cache ",
+        "http {": f"http {{\n  proxy_temp_path {folder}/proxy;\n  client_body_temp_path {folder}/body;",
+    }
+    for old, new in replaced.items():
+        assert text.count(old) == 1, f"deploy/proxy/nginx.conf no longer has {old!r} once"
+        text = text.replace(old, new)
+    return f"user {pwd.getpwuid(os.getuid()).pw_name};\npid {folder}/nginx.pid;\n" + text
+
+
+@contextmanager
+def running_proxy(gateway: str, folder: Path) -> Iterator[str]:
+    """nginx with the production configuration in front of `gateway`, until the block ends: its URL."""
+    if not NGINX.is_file():
+        pytest.fail("nginx is missing: `make test` installs Debian's package")
+    port = free_port()
+    conf = folder / "nginx.conf"
+    conf.write_text(configuration(gateway, port, folder))
+    command = [str(NGINX), "-p", str(folder), "-c", str(conf), "-e", str(folder / "error.log"), "-g", "daemon off;"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"nginx exited: {process.stderr.read().decode(errors='replace')}")  # type: ignore[union-attr]
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "nginx did not listen within 20 s"
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(process)
+
+
+@pytest.fixture(scope="module")
+def proxy(stack, tmp_path_factory) -> Iterator[str]:
+    originals = tmp_path_factory.mktemp("originals")
+    astronaut().save(originals / "astronaut.jpg", quality=90)
+    folder = tmp_path_factory.mktemp("nginx")
+    with (
+        running_gateway(stack.triton_grpc, {"FACECROP_ORIGIN": str(originals)}, name="proxy") as gateway,
+        running_proxy(gateway.url, folder) as url,
+    ):
+        yield url
+
+
+def fetched(url: str, headers: dict[str, str | None]) -> tuple[str, bytes, str]:
+    """The answer's format (read from its bytes), its bytes and X-Cache-Status."""
+    answer = requests.get(url, headers=headers, timeout=60)
+    assert answer.status_code == 200, answer.text
+    fmt = Image.open(io.BytesIO(answer.content)).format.lower()
+    assert answer.headers["Content-Type"] == f"image/{fmt}"
+    return fmt, answer.content, answer.headers["X-Cache-Status"]
+
+
+def test_format_auto_is_cached_by_the_accept_class_the_gateway_answered(proxy):
+    """Each Accept gets its class's format; the first of a class is a miss, every later one a hit on
+    the same bytes (a key that left the class out, or a gateway sent the client's own Accept, fails)."""
+    first: dict[str, bytes] = {}
+    for accept, expected in ACCEPTS:
+        expected = expected if AVIF_AVAILABLE or expected != "avif" else "webp"
+        fmt, data, cache = fetched(proxy + AUTO, {"Accept": accept})  # None: no Accept
+        assert fmt == expected, (accept, fmt)
+        assert cache == ("HIT" if expected in first else "MISS"), (accept, cache)
+        assert data == first.setdefault(expected, data), accept
+
+
+def test_slow_connection_hints_are_one_class_of_the_key(proxy):
+    """Client hints that say slow get slow-connection-quality's answer (one cached entry for all of
+    them), the others the usual quality's."""
+    first: dict[bool, bytes] = {}
+    for hints, slow in HINTS:
+        _, data, cache = fetched(proxy + SLOW, hints)
+        assert cache == ("HIT" if slow in first else "MISS"), (hints, cache)
+        assert data == first.setdefault(slow, data), hints
+    assert len(first[True]) < len(first[False]) * 0.7, "quality 20 is not smaller than quality 90"
