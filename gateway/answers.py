@@ -18,7 +18,7 @@ from gateway.errors import OutputTooLarge
 from gateway.imaging.colour import to_srgb
 from gateway.imaging.filters import Filters, apply_filters
 from gateway.imaging.geometry import Geometry, turn_pixels, turned_size
-from gateway.imaging.normalise import BGR, WHITE
+from gateway.imaging.normalise import BGR, WHITE, unpremultiplied, with_alpha
 from gateway.observe import note
 from gateway.params import CropOptions, DetectOptions
 from gateway.pipeline import DetectionResult, run_detection, with_resolution
@@ -72,7 +72,7 @@ def crop_pixels(
     data: bytes,
     image: DecodedImage | None,
     plan: CropPlan,
-    background: BGR = WHITE,
+    background: BGR | None = WHITE,
     hidden: tuple[np.ndarray, Hiding] | None = None,
     header: ImageHeader | None = None,
     turn: tuple[tuple[int, int, int, int], Geometry] | None = None,
@@ -82,8 +82,11 @@ def crop_pixels(
     resolution it needs (`image`, the detection's, where it has enough; else `data` decoded again,
     its `header` read already where given), trimmed and turned as `turn` says (the plan is in the
     turned picture's pixels), resized, its `hidden` faces (corner boxes in the plan's pixels) hidden,
-    made sRGB, filtered, padded to the canvas (transparency and the canvas on `background`)."""
+    made sRGB, filtered, padded to the canvas (transparency and the canvas on `background`; None:
+    transparency kept, BGRA, the canvas transparent where the source is)."""
     settings, timer = current_app.extensions["facecrop"].settings, g.timer
+    if image is not None and background is None and image.flattened:
+        image = None  # the detection's decode lost the transparency this output keeps
     if image is None:
         if header is None:
             with timer.stage("decode"):
@@ -110,12 +113,14 @@ def finished_crop(
     cut: np.ndarray,
     image: DecodedImage,
     plan: CropPlan,
-    background: BGR,
+    background: BGR | None,
     hidden: tuple[np.ndarray, Hiding] | None,
     filters: Filters = NO_FILTERS,
 ) -> tuple[np.ndarray, dict[str, str]]:
-    """A region of `image` resized as `plan` says (`cut`), its `hidden` faces hidden, made sRGB,
-    filtered and padded to the canvas; with its colour header."""
+    """A region of `image` resized as `plan` says (`cut`: premultiplied BGRA where transparency is
+    kept), its `hidden` faces hidden, made sRGB, filtered and padded to the canvas; with its colour
+    header. The colour work is done on straight colour, the alpha put back before the padding."""
+    cut, alpha = unpremultiplied(cut)
     if hidden is not None and len(hidden[0]):
         boxes, hiding = hidden
         r = plan.region
@@ -126,9 +131,29 @@ def finished_crop(
     if filters.changes:
         with g.timer.stage("filters"):
             pixels = apply_filters(pixels, filters)
+    pixels = with_alpha(pixels, alpha)
     if plan.canvas is not None:
-        pixels = pad_to(pixels, plan.canvas, background)
+        pixels = pad_to(pixels, plan.canvas, background or WHITE)
     return pixels, colour
+
+
+def hidden_pixels(
+    data: bytes, image: DecodedImage, boxes: np.ndarray, hiding: Hiding, background: BGR | None = WHITE
+) -> tuple[np.ndarray, dict[str, str]]:
+    """The whole picture at full resolution (`image`, or `data` decoded again) with the faces in
+    `boxes` hidden, made sRGB, and its colour header; transparency kept (BGRA) where `background` is
+    None."""
+    settings, timer = current_app.extensions["facecrop"].settings, g.timer
+    full = with_resolution(image, 1.0, data, settings, timer)
+    if background is None and full.flattened:
+        with timer.stage("decode"):
+            header = read_header(data, settings.max_pixels, settings.max_side)
+        full = decode_image(data, header, 1.0, timer, background=None)
+    pixels, alpha = unpremultiplied(full.pixels)
+    with timer.stage("anonymize"):
+        pixels = hide_faces(pixels, boxes, hiding)
+    pixels, colour = as_srgb(pixels, full)
+    return with_alpha(pixels, alpha), colour
 
 
 def as_srgb(pixels: np.ndarray, image: DecodedImage) -> tuple[np.ndarray, dict[str, str]]:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from facecrop_hiding import hide_faces, plausible, regions
-from flask import Blueprint, current_app, g, jsonify, request
+from facecrop_hiding import plausible, regions
+from flask import Blueprint, jsonify, request
 
-from gateway.answers import as_srgb, crop_headers, crop_json, crop_pixels, crop_plan, detect, encoded, image_size
+from gateway.answers import crop_headers, crop_json, crop_pixels, crop_plan, detect, encoded, hidden_pixels, image_size
+from gateway.encode import keeps_alpha
+from gateway.imaging.normalise import WHITE
 from gateway.params import (
     ANONYMIZE_PARAMETERS,
     CROP_PARAMETERS,
@@ -14,7 +16,6 @@ from gateway.params import (
     parse_crop_options,
     parse_detect_options,
 )
-from gateway.pipeline import with_resolution
 from gateway.postprocess import face_objects
 from gateway.uploads import read_image_bytes, read_parameters
 
@@ -38,7 +39,8 @@ def crop():
     headers = crop_headers(plan, result)
     if options.format == "json":
         return jsonify(crop_json(result.image.size, plan, faces)), 200, headers
-    pixels, colour = crop_pixels(data, result.image, plan)
+    kept = keeps_alpha(options.format, result.image.format)
+    pixels, colour = crop_pixels(data, result.image, plan, None if kept else WHITE)
     return encoded(pixels, options.format, result.image.format, options.quality, headers | colour)
 
 
@@ -55,9 +57,6 @@ def anonymize_faces():
         listed = [{"x": x1, "y": y1, "width": x2 - x1, "height": y2 - y1} for x1, y1, x2, y2 in shown.tolist()]
         faces = face_objects(hidden, with_landmarks=False)
         return jsonify(image=image_size(result.image.size), regions=listed, faces=faces), 200, headers
-    settings = current_app.extensions["facecrop"].settings
-    full = with_resolution(result.image, 1.0, data, settings, g.timer)
-    with g.timer.stage("anonymize"):
-        pixels = hide_faces(full.pixels, hidden.boxes, options)
-    pixels, colour = as_srgb(pixels, full)
+    kept = keeps_alpha(options.format, result.image.format)
+    pixels, colour = hidden_pixels(data, result.image, hidden.boxes, options, None if kept else WHITE)
     return encoded(pixels, options.format, result.image.format, options.quality, headers | colour)

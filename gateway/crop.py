@@ -161,7 +161,8 @@ def plan_crop(boxes: np.ndarray, image: tuple[int, int], options: CropOptions, p
 
 
 def pad_to(pixels: np.ndarray, canvas: tuple[int, int], color: tuple[int, int, int]) -> np.ndarray:
-    """`pixels` centred on a `canvas` (width, height) of `color` (BGR)."""
+    """`pixels` centred on a `canvas` (width, height) of `color` (BGR); transparent where `pixels`
+    has an alpha channel."""
     height, width = pixels.shape[:2]
     top, left = (canvas[1] - height) // 2, (canvas[0] - width) // 2
     return cv2.copyMakeBorder(

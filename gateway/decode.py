@@ -5,7 +5,8 @@ inside the DCT (a proper low-pass, and far fewer pixels to produce), so a 12-meg
 photo for a 1024-pixel detection is decoded at 2016x1512, never at full size. Opaque 8-bit JPEG,
 PNG and WebP go through OpenCV (the fast path); everything else through Pillow (GIF, BMP, TIFF,
 AVIF and HEIF, CMYK, CIELab, deep or transparent samples), then one normalisation
-(gateway/imaging/normalise.py): 8-bit BGR, transparency flattened onto the background. EXIF
+(gateway/imaging/normalise.py): 8-bit BGR, transparency flattened onto the background (or kept, as
+premultiplied BGRA, where the output keeps it). EXIF
 orientation is applied by exactly one layer: this one, except for the formats whose decoder turns
 the pixels itself (UPRIGHT_AS_DECODED); and only when upright pixels are asked for: the model's
 input is resized from the stored pixels and only the small result turned upright. An MPO (a
@@ -72,13 +73,19 @@ JPEG_REDUCTIONS = {
 class DecodedImage:
     """Decoded pixels, possibly reduced, and the upright size of the original they stand for."""
 
-    stored: np.ndarray  # h x w x 3, uint8, BGR, as stored: EXIF orientation not yet applied
+    stored: np.ndarray  # h x w x 3, uint8, BGR (x 4, premultiplied BGRA, where transparency is kept), as stored
     format: str  # the container format, as Pillow names it: JPEG, PNG, WEBP, ...
     size: tuple[int, int]  # (W, H) of the upright original: the coordinates the API answers in
     orientation: int = 1  # EXIF orientation (1-8) of `stored`
     icc: bytes | None = None  # the ICC profile `stored` is in (None: sRGB), converted on the way out
     colour: str | None = None  # what was done to the colour already (CMYK, CIELab: converted as decoded)
-    background: BGR = WHITE  # what transparency was flattened onto
+    background: BGR | None = WHITE  # what transparency was flattened onto (None: kept)
+    transparent: bool = False  # the source has transparency
+
+    @property
+    def flattened(self) -> bool:
+        """Whether the source's transparency was composited away (an output keeping it decodes again)."""
+        return self.transparent and self.background is not None
 
     @cached_property
     def pixels(self) -> np.ndarray:
@@ -193,10 +200,11 @@ def jpeg_reduction(header: ImageHeader, min_scale: float) -> int:
 
 
 def decode_pixels(
-    data: bytes, header: ImageHeader, reduction: int = 1, background: BGR = WHITE
+    data: bytes, header: ImageHeader, reduction: int = 1, background: BGR | None = WHITE
 ) -> tuple[np.ndarray, str | None]:
     """Decode to 8-bit BGR as stored (no orientation), a JPEG at 1/`reduction` of each side,
-    transparency flattened onto `background`; with what was done to its colour already. OpenCV
+    transparency flattened onto `background` (None: kept, premultiplied BGRA); with what was done to
+    its colour already. OpenCV
     where it reads the file as it is (`ImageHeader.opencv_decodes`), else Pillow."""
     if header.opencv_decodes:
         flags = JPEG_REDUCTIONS[reduction] | cv2.IMREAD_IGNORE_ORIENTATION
@@ -220,11 +228,11 @@ def decode_image(
     header: ImageHeader,
     min_scale: float = 1.0,
     timer: StageTimer | None = None,
-    background: BGR = WHITE,
+    background: BGR | None = WHITE,
 ) -> DecodedImage:
     """Decode the image `read_header` checked, a JPEG reduced as far as `min_scale` (the fraction
-    of each side the work needs) allows, transparency flattened onto `background`; the pixels are
-    turned upright on first use."""
+    of each side the work needs) allows, transparency flattened onto `background` (None: kept); the
+    pixels are turned upright on first use."""
     reduction = jpeg_reduction(header, min_scale)
     with (timer or StageTimer()).stage("decode"):
         stored, colour = decode_pixels(data, header, reduction, background)
@@ -236,4 +244,5 @@ def decode_image(
         icc=None if colour else header.icc,
         colour=colour,
         background=background,
+        transparent=header.transparent,
     )

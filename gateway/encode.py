@@ -1,6 +1,6 @@
-"""BGR pixels to JPEG, PNG, WebP, AVIF or GIF bytes; no metadata but a JPEG's EXIF block where one
-is given (gateway/imaging/metadata.py: its orientation is always 1). Animations are
-gateway/imaging/animation.py's.
+"""BGR pixels to JPEG, PNG, WebP, AVIF or GIF bytes, BGRA ones (transparency kept) to PNG, WebP or
+AVIF; no metadata but a JPEG's EXIF block where one is given (gateway/imaging/metadata.py: its
+orientation is always 1). Animations are gateway/imaging/animation.py's.
 
 AVIF comes from Pillow's own libavif (its wheels, pinned in gateway/requirements.lock, carry it);
 where a Pillow lacks it, AVIF_AVAILABLE is false and format negotiation falls back to WebP.
@@ -25,6 +25,7 @@ CONTENT_TYPES = {
     "png8": "image/png",  # a palette PNG
 }
 ENCODABLE_INPUTS = {"JPEG": "jpeg", "PNG": "png", "WEBP": "webp", "AVIF": "avif"}
+ALPHA_FORMATS = frozenset({"png", "png8", "webp", "avif"})  # the outputs that keep transparency
 AVIF_AVAILABLE = features.check("avif")
 AVIF_SPEED = 8  # libavif's 0 (slowest, smallest) to 10: 2.3x faster than its default 6, files 1 % larger
 # Cloudflare's bound on AVIF's cost: at most 1,600 pixels on the longer side where AVIF was asked
@@ -45,19 +46,24 @@ def output_format(
     return chosen
 
 
+def keeps_alpha(requested: str | None, input_format: str) -> bool:
+    """Whether the output `output_format` settles on has an alpha channel (AVIF's bound makes it
+    WebP, which has one too)."""
+    return output_format(requested, input_format, (1, 1)) in ALPHA_FORMATS
+
+
 def encode_image(pixels: np.ndarray, fmt: str, quality: int, progressive: bool = False, exif: bytes = b"") -> bytes:
-    """Encode upright BGR pixels; `quality` (1-100) applies to jpeg, webp and avif; `progressive`
-    makes an interlaced JPEG, `exif` (an EXIF block) goes into a JPEG's APP1."""
+    """Encode upright BGR pixels (BGRA for the ALPHA_FORMATS); `quality` (1-100) applies to jpeg, webp
+    and avif; `progressive` makes an interlaced JPEG, `exif` (an EXIF block) goes into a JPEG's APP1."""
     if fmt == "avif":
         buffer = io.BytesIO()
-        Image.fromarray(cv2.cvtColor(pixels, cv2.COLOR_BGR2RGB)).save(buffer, "AVIF", quality=quality, speed=AVIF_SPEED)
+        as_pillow(pixels).save(buffer, "AVIF", quality=quality, speed=AVIF_SPEED)
         return buffer.getvalue()
     if fmt == "gif":
         return encode_animation([pixels], [0], 1, "gif", quality)
     if fmt == "png8":  # a palette of 256 colours (Cloudflare's PNG8, for png with a quality)
         buffer = io.BytesIO()
-        picture = Image.fromarray(cv2.cvtColor(pixels, cv2.COLOR_BGR2RGB))
-        picture.quantize(256, method=Image.Quantize.FASTOCTREE).save(buffer, "PNG", compress_level=3)
+        as_pillow(pixels).quantize(256, method=Image.Quantize.FASTOCTREE).save(buffer, "PNG", compress_level=3)
         return buffer.getvalue()
     flags = {
         "jpeg": [cv2.IMWRITE_JPEG_QUALITY, quality, cv2.IMWRITE_JPEG_PROGRESSIVE, int(progressive)],
@@ -70,6 +76,12 @@ def encode_image(pixels: np.ndarray, fmt: str, quality: int, progressive: bool =
     if fmt == "jpeg" and exif:
         return with_app1(encoded.tobytes(), exif)
     return encoded.tobytes()
+
+
+def as_pillow(pixels: np.ndarray) -> Image.Image:
+    """BGR or BGRA pixels as a Pillow RGB or RGBA picture."""
+    code = cv2.COLOR_BGRA2RGBA if pixels.shape[2] == 4 else cv2.COLOR_BGR2RGB
+    return Image.fromarray(cv2.cvtColor(pixels, code))
 
 
 def with_app1(jpeg: bytes, exif: bytes) -> bytes:

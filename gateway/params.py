@@ -75,7 +75,8 @@ CROP = (
         "format",
         "choice",
         None,
-        "Output format (default: the input's if jpeg, png or webp, else jpeg).",
+        "Output format (default: the input's if jpeg, png, webp or avif, else jpeg); png, webp and avif keep "
+        "transparency, jpeg has it on white.",
         choices=("jpeg", "png", "webp", "avif", "json"),
     ),
     Parameter("quality", "integer", 85, "JPEG and WebP quality.", 1, 100),

@@ -212,8 +212,8 @@ def corpus() -> dict[str, bytes]:
 
 def reference(data: bytes) -> np.ndarray:
     """Pillow's picture of `data` as a viewer shows it: upright (TIFFs turn as they load, the rest by
-    EXIF), the first frame, deep samples scaled to 8 bits, CIELab through LittleCMS, flattened onto
-    white; RGB uint8."""
+    EXIF), the first frame, deep samples scaled to 8 bits, CIELab through LittleCMS, its transparency
+    kept; RGBA uint8 (straight alpha)."""
     with Image.open(io.BytesIO(data)) as image:
         image.load()
         picture = ImageOps.exif_transpose(image)
@@ -226,6 +226,10 @@ def reference(data: bytes) -> np.ndarray:
             picture = converted
         elif picture.mode.startswith("I"):
             picture = Image.fromarray(np.clip(np.rint(np.asarray(picture) / 257), 0, 255).astype(np.uint8))
-        rgba = picture.convert("RGBA")
-    white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
-    return np.asarray(Image.alpha_composite(white, rgba).convert("RGB"))
+        return np.asarray(picture.convert("RGBA"))
+
+
+def over(rgba: np.ndarray, ground: tuple[int, int, int]) -> np.ndarray:
+    """RGBA pixels (straight alpha) composited onto a `ground` colour (RGB): RGB float."""
+    alpha = rgba[..., 3:].astype(float) / 255
+    return rgba[..., :3] * alpha + np.array(ground, float) * (1 - alpha)

@@ -4,7 +4,10 @@ through, whatever decoded it, so that every endpoint and output format sees the 
 - Samples deeper than 8 bits (16-bit PNG, TIFF and APNG, 12/16/32-bit grey) keep their top byte,
   rounded (x / 257), as libvips and Pillow's own 16-to-8 conversions do.
 - Transparency (an alpha channel, or a palette's or a colour's transparency) is composited onto
-  the background: white, or the URL form's `background` (Cloudflare: "added underneath the image").
+  the background: white, or the URL form's `background` (Cloudflare: "added underneath the image");
+  or, for outputs that keep it (no background given: PNG, WebP, AVIF), kept as a fourth channel,
+  premultiplied so that resizing does not bleed the colour of transparent pixels (as libvips does),
+  until `unpremultiplied` gives the straight colour back after the resize.
 - CMYK follows its container's rule (gateway/imaging/colour.py), CIELab goes through LittleCMS.
 - Grey and palettes are expanded to three channels.
 """
@@ -29,9 +32,10 @@ def has_alpha(image: Image.Image) -> bool:
     return image.mode in ALPHA_MODES or "transparency" in image.info
 
 
-def pillow_to_bgr(image: Image.Image, background: BGR = WHITE) -> tuple[np.ndarray, str | None]:
-    """A loaded Pillow picture as 8-bit BGR, flattened onto `background` (BGR), and what was done to
-    its colour already (CMYK and CIELab are converted to sRGB here; None: nothing yet)."""
+def pillow_to_bgr(image: Image.Image, background: BGR | None = WHITE) -> tuple[np.ndarray, str | None]:
+    """A loaded Pillow picture as 8-bit BGR, flattened onto `background` (BGR; None: a transparent
+    picture as premultiplied BGRA), and what was done to its colour already (CMYK and CIELab are
+    converted to sRGB here; None: nothing yet)."""
     if image.mode == "CMYK":
         return cmyk_to_srgb(image)
     if image.mode == "LAB":
@@ -41,9 +45,25 @@ def pillow_to_bgr(image: Image.Image, background: BGR = WHITE) -> tuple[np.ndarr
     if image.mode in DEEP_MODES:
         image = deep_to_8bit(image)
     if has_alpha(image):
+        if background is None:
+            return cv2.cvtColor(np.asarray(image.convert("RGBA").convert("RGBa")), cv2.COLOR_RGBA2BGRA), None
         fill = Image.new("RGBA", image.size, (*background[::-1], 255))
         image = Image.alpha_composite(fill, image.convert("RGBA"))
     return cv2.cvtColor(np.asarray(image.convert("RGB")), cv2.COLOR_RGB2BGR), None
+
+
+def unpremultiplied(pixels: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """Premultiplied BGRA as straight BGR and its alpha; BGR as it is, with no alpha."""
+    if pixels.ndim < 3 or pixels.shape[2] != 4:
+        return pixels, None
+    alpha = pixels[..., 3]
+    colour = pixels[..., :3] * (255 / np.maximum(alpha, 1).astype(np.float32))[..., None]
+    return np.clip(np.rint(colour), 0, 255).astype(np.uint8), np.ascontiguousarray(alpha)
+
+
+def with_alpha(pixels: np.ndarray, alpha: np.ndarray | None) -> np.ndarray:
+    """Straight BGR and its alpha as BGRA (BGR as it is where there is no alpha)."""
+    return pixels if alpha is None else np.dstack((pixels, alpha))
 
 
 def deep_to_8bit(image: Image.Image) -> Image.Image:

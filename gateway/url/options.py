@@ -84,7 +84,12 @@ OPTIONS = (
     Parameter("format", "choice", None, "Output format (default: the input's jpeg, png or webp).", choices=FORMATS),
     Parameter("quality", "quality", 85, "1-100, or high, medium-high, medium-low, low.", 1, 100),
     Parameter("dpr", "number", 1.0, "Device pixel ratio: width and height are multiplied by it.", 0.1, 3),
-    Parameter("background", "color", (255, 255, 255), "Under transparency and fit=pad: #RGB, rgb(...), a name."),
+    Parameter(
+        "background",
+        "color",
+        (255, 255, 255),
+        "Under transparency (not given: kept in PNG, WebP, AVIF) and fit=pad: #RGB, rgb(...), a name.",
+    ),
     Parameter(
         "onerror", "choice", None, "redirect: answer errors with a redirect to the source.", choices=("redirect",)
     ),
@@ -138,6 +143,7 @@ class UrlOptions:
     detect: DetectOptions
     hiding: Hiding | None  # anonymize=...: every face hidden this way
     background: tuple[int, int, int]  # BGR
+    background_given: bool  # transparency goes onto it in every output (else kept where the output has alpha)
     format: str | None  # as given (auto, avif, ...); None: the input's
     onerror: str | None
     metadata: str  # copyright, keep or none (gateway/imaging/metadata.py)
@@ -274,12 +280,16 @@ def parse_url_options(segment: str) -> UrlOptions:
         quality=parsed["quality"],
     )
     shown = {name: value for name, value in parsed.items() if name not in NOT_IN_OUTPUT}
-    canonical = json.dumps({**shown, "detail": detail, "min-confidence": threshold}, sort_keys=True)
+    background = parsed["background"] if "background" in values else None  # not given: transparency kept
+    canonical = json.dumps(
+        {**shown, "detail": detail, "min-confidence": threshold, "background": background}, sort_keys=True
+    )
     return UrlOptions(
         crop=crop,
         detect=DetectOptions(min_confidence=float(threshold), max_faces=1000, landmarks=True, detail=detail),
         hiding=hiding,
         background=parsed["background"],
+        background_given=background is not None,
         format=fmt,
         onerror=parsed["onerror"],
         metadata=parsed["metadata"],

@@ -1,8 +1,10 @@
 """The kinds of file image libraries keep to test themselves (tests/corpus.py remakes them) through
 every endpoint and output format of a real gateway on the real Triton, each answer judged against
-Pillow's own picture of the file (upright, 8-bit, flattened onto white), never against the
-service's: size and orientation, colour within a few levels, every frame of an animation, and the
-cost of a 5,000-frame GIF bounded before any frame is decoded."""
+Pillow's own picture of the file (upright, 8-bit, its transparency kept), never against the
+service's: size and orientation, colour within a few levels as a viewer shows it on white and, where
+the output keeps transparency, on black (a lost alpha or a wrong colour under it shows on one of
+them), every frame of an animation, and the cost of a 5,000-frame GIF bounded before any frame is
+decoded."""
 
 from __future__ import annotations
 
@@ -15,10 +17,12 @@ import requests
 from PIL import Image, ImageSequence
 
 from local_triton.processes import child_pids, running_gateway
-from tests.corpus import corpus, long_gif, reference
+from tests.corpus import corpus, long_gif, over, reference
 from tests.support import error_of
 
 OUTPUTS = ("png", "jpeg", "webp", "avif")
+ALPHA_OUTPUTS = frozenset({"png", "webp", "avif"})  # transparency kept (no background given)
+WHITE, BLACK, RED = (255, 255, 255), (0, 0, 0), (255, 0, 0)
 MAX_MEAN_ERROR = 1.5  # levels, beyond what the lossy codec alone costs (a turn or a lost alpha: 60 and more)
 WHOLE = {"gravity": "center", "zoom": "0", "quality": "95"}
 ANIMATED = ("gif-disposal", "gif-no-palette")
@@ -40,10 +44,16 @@ def by_url(stack, folder):
         yield running
 
 
-def picture(answer: requests.Response) -> np.ndarray:
+def picture(answer: requests.Response, ground: tuple[int, int, int] = WHITE) -> np.ndarray:
+    """The answer as a viewer shows it on `ground`: RGB float."""
     assert answer.status_code == 200, answer.text
     with Image.open(io.BytesIO(answer.content)) as image:
-        return np.asarray(image.convert("RGB"), dtype=float)
+        return over(np.asarray(image.convert("RGBA")), ground)
+
+
+def alpha_of(answer: requests.Response) -> np.ndarray:
+    with Image.open(io.BytesIO(answer.content)) as image:
+        return np.asarray(image.convert("RGBA"))[..., 3]
 
 
 def codec_loss(expected: np.ndarray, fmt: str) -> float:
@@ -57,19 +67,25 @@ def codec_loss(expected: np.ndarray, fmt: str) -> float:
         return float(np.abs(np.asarray(image.convert("RGB"), dtype=float) - expected).mean())
 
 
-def assert_like(answer: requests.Response, expected: np.ndarray, fmt: str, name: str) -> None:
+def assert_like(
+    answer: requests.Response, reference_rgba: np.ndarray, fmt: str, name: str, outside: np.ndarray | None = None
+) -> None:
     """The answer is the reference: the same size (so the same orientation) and, beyond what the
-    lossy codec alone costs, within MAX_MEAN_ERROR levels."""
-    got = picture(answer)
-    assert got.shape == expected.shape, (name, fmt, got.shape, expected.shape)
-    error = np.abs(got - expected).mean() - codec_loss(expected, fmt)
-    assert error <= MAX_MEAN_ERROR, (name, fmt, error)
+    lossy codec alone costs, within MAX_MEAN_ERROR levels, on white and, for a format with alpha, on
+    black (where the source's transparency must be kept); judged `outside` a mask where given."""
+    for ground in (WHITE, BLACK) if fmt in ALPHA_OUTPUTS else (WHITE,):
+        got, expected = picture(answer, ground), over(reference_rgba, ground)
+        assert got.shape == expected.shape, (name, fmt, got.shape, expected.shape)
+        if outside is not None:
+            expected = np.where(outside[..., None], got, expected)
+        error = np.abs(got - expected).mean() - codec_loss(expected, fmt)
+        assert error <= MAX_MEAN_ERROR, (name, fmt, ground, error)
 
 
 @pytest.mark.parametrize("name", sorted(corpus()))
 def test_every_file_through_every_endpoint_and_format_as_pillow_shows_it(stack, by_url, name):
     data = corpus()[name]
-    expected = reference(data)
+    expected = reference(data)  # RGBA
     height, width = expected.shape[:2]
     files = {"image": (name, data)}
     found = requests.post(f"{stack.gateway}/v1/detect", files=files, timeout=60)
@@ -84,7 +100,7 @@ def test_every_file_through_every_endpoint_and_format_as_pillow_shows_it(stack, 
         assert_like(crop, expected, fmt, name)
         params = {"format": fmt, "quality": "95"}
         anonymized = requests.post(f"{stack.gateway}/v1/anonymize", params=params, files=files, timeout=60)
-        assert_like(anonymized, np.where(hidden[..., None], picture(anonymized), expected), fmt, name)
+        assert_like(anonymized, expected, fmt, name, outside=hidden)
         quality = "" if fmt == "png" else ",quality=95"  # png with a quality is PNG8 (Cloudflare's)
         still = requests.get(f"{by_url.url}/cdn-cgi/image/format={fmt},anim=false{quality}/{name}", timeout=60)
         assert_like(still, expected, fmt, name)
@@ -114,7 +130,37 @@ def test_every_frame_of_an_animation_is_kept_as_pillow_composites_it(by_url, nam
     for index, (frame, want) in enumerate(zip(got, expected, strict=True)):
         assert np.abs(frame - want).mean() <= 4, (name, fmt, index)
     still = requests.get(f"{by_url.url}/cdn-cgi/image/format=png,anim=false/{name}", timeout=60)
-    assert np.abs(picture(still) - expected[0]).mean() <= 0.5  # anim=false: the same first frame, same background
+    assert np.abs(picture(still) - expected[0]).mean() <= 0.5  # anim=false: the same first frame, shown on white
+
+
+def test_transparency_is_kept_unless_a_background_is_given(stack, by_url):
+    """Cloudflare's background is "added underneath the image": given, every output is flat on it;
+    not given, a PNG keeps its transparency, fit=pad's bands transparent too, a JPEG is flat on white."""
+    expected = reference(corpus()["transparent-png"])
+    height, width = expected.shape[:2]
+    padded = requests.get(
+        f"{by_url.url}/cdn-cgi/image/width={2 * width},height={height},fit=pad,format=png/transparent-png", timeout=60
+    )
+    alpha = alpha_of(padded)
+    assert alpha.shape == (height, 2 * width)
+    left = (2 * width - width) // 2
+    assert not alpha[:, :left].any() and not alpha[:, left + width :].any()  # the bands: transparent
+    assert np.abs(alpha[:, left : left + width].astype(int) - expected[..., 3]).max() <= 1
+    onto = requests.get(f"{by_url.url}/cdn-cgi/image/format=png,background=red/transparent-png", timeout=60)
+    assert (alpha_of(onto) == 255).all()
+    assert np.abs(picture(onto) - over(expected, RED)).mean() <= MAX_MEAN_ERROR
+    assert (
+        onto.headers["ETag"]
+        != requests.get(f"{by_url.url}/cdn-cgi/image/format=png/transparent-png", timeout=60).headers["ETag"]
+    )
+    flat = over(expected, WHITE)
+    jpeg = requests.post(
+        f"{stack.gateway}/v1/crop",
+        params={**WHOLE, "format": "jpeg"},
+        files={"image": ("t.png", corpus()["transparent-png"])},
+        timeout=60,
+    )
+    assert np.abs(picture(jpeg, BLACK) - flat).mean() <= MAX_MEAN_ERROR + codec_loss(flat, "jpeg")
 
 
 def peak_memory(pids: list[int]) -> dict[int, int]:

@@ -9,11 +9,12 @@ from PIL import Image, ImageCms
 
 import gateway.imaging.animation as animation_module
 from gateway.decode import decode_image, read_header
+from gateway.encode import encode_image, keeps_alpha
 from gateway.errors import ImageTooLarge
 from gateway.imaging.animation import encode_animation, on_one_canvas, read_animation
 from gateway.imaging.colour import CONVERTED, IGNORED, SRGB_ALREADY, conversion, to_srgb
 from gateway.imaging.metadata import output_exif
-from gateway.imaging.normalise import WHITE
+from gateway.imaging.normalise import WHITE, pillow_to_bgr, unpremultiplied, with_alpha
 from gateway.imaging.profiles import DISPLAY_P3
 from tests.corpus import long_gif
 from tests.sources import animation, nclx_p3, p3_colorants, profiles
@@ -167,3 +168,40 @@ def test_frames_that_grow_the_canvas_are_placed_on_it():
     placed = on_one_canvas([small, large], (255, 255, 255))
     assert [frame.shape for frame in placed] == [(4, 5, 3), (4, 5, 3)]
     assert (placed[0][:2, :3] == 0).all() and (placed[0][2:] == 255).all() and (placed[0][:, 3:] == 255).all()
+
+
+def test_transparency_kept_is_premultiplied_then_straight_again_as_pillow_has_it():
+    """A picture with every alpha level: premultiplied BGRA as decoded (what a resize needs), and
+    straight colour back within what 8-bit premultiplication keeps (a level where it matters to the
+    eye: the colour times its alpha), encoded as PNG with its alpha."""
+    alpha = np.tile(np.arange(256, dtype=np.uint8), (16, 1))
+    rgba = np.dstack([np.full_like(alpha, 200), np.full_like(alpha, 100), np.full_like(alpha, 30), alpha])
+    kept, colour = pillow_to_bgr(Image.fromarray(rgba, "RGBA"), background=None)
+    assert kept.shape == (16, 256, 4) and colour is None
+    assert np.abs(kept[..., 2].astype(int) - np.rint(200 * alpha.astype(float) / 255)).max() <= 1  # premultiplied red
+    straight, got_alpha = unpremultiplied(kept)
+    assert got_alpha is not None and (got_alpha == alpha).all()
+    seen = straight[..., ::-1].astype(float) * alpha[..., None] / 255
+    assert np.abs(seen - rgba[..., :3].astype(float) * alpha[..., None] / 255).max() <= 1
+    with Image.open(io.BytesIO(encode_image(with_alpha(straight, got_alpha), "png", 90))) as png:
+        assert png.mode == "RGBA" and (np.asarray(png)[..., 3] == alpha).all()
+    flat, _ = pillow_to_bgr(Image.fromarray(rgba, "RGBA"))
+    assert flat.shape == (16, 256, 3) and tuple(flat[0, 0]) == WHITE  # the default: flattened on white
+
+
+@pytest.mark.parametrize(
+    ("requested", "source", "kept"),
+    [
+        (None, "PNG", True),
+        (None, "JPEG", False),
+        (None, "GIF", False),
+        ("webp", "GIF", True),
+        ("avif", "PNG", True),
+        ("png8", "PNG", True),
+        ("jpeg", "PNG", False),
+        ("gif", "PNG", False),
+        (None, "HEIF", False),
+    ],
+)
+def test_the_outputs_that_keep_transparency(requested, source, kept):
+    assert keeps_alpha(requested, source) is kept

@@ -14,6 +14,7 @@ import pytest
 from PIL import Image
 
 from facecrop_client import image_url
+from gateway.url.options import parse_url_options
 from tests.support import astronaut, encoded, url_client, url_get
 
 KEY, SALT = "736563726574", "73616c74"
@@ -265,3 +266,11 @@ def test_the_client_builds_and_signs_urls_with_the_new_options(originals, source
     assert np.array_equal(got, np.rot90(source[10:-30, 40:-20], -1))
     slow = image_url("http://localhost", "photo.png", key=KEY, salt=SALT, width=64, slow_connection_quality=20)
     assert "slow-connection-quality=20" in slow and client.get(slow.removeprefix("http://localhost")).status_code == 200
+
+
+def test_a_background_given_is_another_picture_than_none_given():
+    """Given (even white), transparency goes onto it; not given, it is kept: two ETags."""
+    given, default = parse_url_options("format=png,background=white"), parse_url_options("format=png")
+    assert given.background_given and not default.background_given
+    assert given.background == default.background == (255, 255, 255)
+    assert given.canonical != default.canonical
