@@ -23,7 +23,7 @@ Flat means what a worker holds at rest does not rise: every SETTLED_EVERY reques
 for SETTLE_S and each worker is sampled settled (a leak raises that; a burst does not), and a line
 fitted through the second half's settled samples may change by at most +-5 % of their mean over
 the half. A line through every sample cannot judge this: single samples swing by 100 MiB and more
-with the bursts (12 MP buffers, tiles), so its slope's standard error is itself about 5 % of the
+with the bursts (12 MP buffers, tiles), so its slope's standard error is itself about 6 % of the
 mean (the output prints it) and the verdict would be a coin toss. Every sample is written to
 build/soak-samples.json.
 """
@@ -342,7 +342,7 @@ def plot(records: dict[str, Record], path: Path) -> None:
 def trend_text(trend: float) -> str:
     """A trend in percent, signed, with the digits that put it on its side of +-FLAT."""
     if math.isnan(trend):
-        return f"n/a (under 3 samples at rest: --requests {6 * SETTLED_EVERY} or more)"
+        return f"n/a (under 3 samples at rest: --requests {4 * SETTLED_EVERY} or more)"
     return f"{'+' if trend >= 0 else ''}{shown(trend * 100, math.copysign(FLAT * 100, trend), 1)} %"
 
 
