@@ -144,11 +144,12 @@ def hidden_pixels(
     `boxes` hidden, made sRGB, and its colour header; transparency kept (BGRA) where `background` is
     None."""
     settings, timer = current_app.extensions["facecrop"].settings, g.timer
-    full = with_resolution(image, 1.0, data, settings, timer)
-    if background is None and full.flattened:
+    if background is None and image.flattened:  # the detection's decode lost the transparency kept here
         with timer.stage("decode"):
             header = read_header(data, settings.max_pixels, settings.max_side)
         full = decode_image(data, header, 1.0, timer, background=None)
+    else:
+        full = with_resolution(image, 1.0, data, settings, timer)
     pixels, alpha = unpremultiplied(full.pixels)
     with timer.stage("anonymize"):
         pixels = hide_faces(pixels, boxes, hiding)
