@@ -13,7 +13,7 @@ from flask import Response, current_app, g
 
 from gateway.crop import CropPlan, pad_to, plan_crop, render_crop, source_scale
 from gateway.decode import DecodedImage, ImageHeader, decode_image, read_header
-from gateway.encode import AVIF_MAX_SIDE, CONTENT_TYPES, encode_image, output_format
+from gateway.encode import AVIF_MAX_SIDE, CONTENT_TYPES, encode_image, keeps_alpha, output_format
 from gateway.errors import OutputTooLarge
 from gateway.imaging.colour import to_srgb
 from gateway.imaging.filters import Filters, apply_filters
@@ -85,15 +85,13 @@ def crop_pixels(
     made sRGB, filtered, padded to the canvas (transparency and the canvas on `background`; None:
     transparency kept, BGRA, the canvas transparent where the source is)."""
     settings, timer = current_app.extensions["facecrop"].settings, g.timer
-    if image is not None and background is None and image.flattened:
-        image = None  # the detection's decode lost the transparency this output keeps
     if image is None:
         if header is None:
             with timer.stage("decode"):
                 header = read_header(data, settings.max_pixels, settings.max_side)
         image = decode_image(data, header, source_scale(plan), timer, background)
     else:
-        image = with_resolution(image, source_scale(plan), data, settings, timer)
+        image = with_resolution(image, source_scale(plan), data, settings, background, timer)
     if turn is not None and turn[1].changes:
         with timer.stage("crop"):
             image = turned_image(image, *turn)
@@ -137,6 +135,14 @@ def finished_crop(
     return pixels, colour
 
 
+def underlay(requested: str | None, input_format: str, given: BGR | None = None) -> BGR | None:
+    """What an answer's transparency goes onto: the background given, else nothing where the output
+    format has an alpha channel (None: kept), else white."""
+    if given is not None:
+        return given
+    return None if keeps_alpha(requested, input_format) else WHITE
+
+
 def hidden_pixels(
     data: bytes, image: DecodedImage, boxes: np.ndarray, hiding: Hiding, background: BGR | None = WHITE
 ) -> tuple[np.ndarray, dict[str, str]]:
@@ -144,12 +150,7 @@ def hidden_pixels(
     `boxes` hidden, made sRGB, and its colour header; transparency kept (BGRA) where `background` is
     None."""
     settings, timer = current_app.extensions["facecrop"].settings, g.timer
-    if background is None and image.flattened:  # the detection's decode lost the transparency kept here
-        with timer.stage("decode"):
-            header = read_header(data, settings.max_pixels, settings.max_side)
-        full = decode_image(data, header, 1.0, timer, background=None)
-    else:
-        full = with_resolution(image, 1.0, data, settings, timer)
+    full = with_resolution(image, 1.0, data, settings, background, timer)
     pixels, alpha = unpremultiplied(full.pixels)
     with timer.stage("anonymize"):
         pixels = hide_faces(pixels, boxes, hiding)

@@ -5,9 +5,17 @@ from __future__ import annotations
 from facecrop_hiding import plausible, regions
 from flask import Blueprint, jsonify, request
 
-from gateway.answers import crop_headers, crop_json, crop_pixels, crop_plan, detect, encoded, hidden_pixels, image_size
-from gateway.encode import keeps_alpha
-from gateway.imaging.normalise import WHITE
+from gateway.answers import (
+    crop_headers,
+    crop_json,
+    crop_pixels,
+    crop_plan,
+    detect,
+    encoded,
+    hidden_pixels,
+    image_size,
+    underlay,
+)
 from gateway.params import (
     ANONYMIZE_PARAMETERS,
     CROP_PARAMETERS,
@@ -39,8 +47,7 @@ def crop():
     headers = crop_headers(plan, result)
     if options.format == "json":
         return jsonify(crop_json(result.image.size, plan, faces)), 200, headers
-    kept = keeps_alpha(options.format, result.image.format)
-    pixels, colour = crop_pixels(data, result.image, plan, None if kept else WHITE)
+    pixels, colour = crop_pixels(data, result.image, plan, underlay(options.format, result.image.format))
     return encoded(pixels, options.format, result.image.format, options.quality, headers | colour)
 
 
@@ -57,6 +64,6 @@ def anonymize_faces():
         listed = [{"x": x1, "y": y1, "width": x2 - x1, "height": y2 - y1} for x1, y1, x2, y2 in shown.tolist()]
         faces = face_objects(hidden, with_landmarks=False)
         return jsonify(image=image_size(result.image.size), regions=listed, faces=faces), 200, headers
-    kept = keeps_alpha(options.format, result.image.format)
-    pixels, colour = hidden_pixels(data, result.image, hidden.boxes, options, None if kept else WHITE)
+    background = underlay(options.format, result.image.format)
+    pixels, colour = hidden_pixels(data, result.image, hidden.boxes, options, background)
     return encoded(pixels, options.format, result.image.format, options.quality, headers | colour)

@@ -82,11 +82,6 @@ class DecodedImage:
     background: BGR | None = WHITE  # what transparency was flattened onto (None: kept)
     transparent: bool = False  # the source has transparency
 
-    @property
-    def flattened(self) -> bool:
-        """Whether the source's transparency was composited away (an output keeping it decodes again)."""
-        return self.transparent and self.background is not None
-
     @cached_property
     def pixels(self) -> np.ndarray:
         """The pixels upright, turned on first use."""

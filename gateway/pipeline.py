@@ -95,7 +95,7 @@ def run_detection(
     with timer.stage("postprocess"):
         found = candidates(outputs, plan.size, min(min_score, AUTO_MIN_SCORE))
     if tiled is not None and options.detail == "auto" and needs_tiles(found):
-        larger = with_resolution(image, tiled, data, settings, timer)
+        larger = with_resolution(image, tiled, data, settings, image.background, timer)
         tiled_faces, tiles = _tiled_pass(larger, tiled, model, settings, min_score, timer)
     with timer.stage("postprocess"):
         faces = found[found.scores >= min_score].scaled((0, 0), plan.scale).scaled((0, 0), image.scale)
@@ -162,13 +162,20 @@ def _tiled_pass(
 
 
 def with_resolution(
-    image: DecodedImage, min_scale: float, data: bytes, settings: Settings, timer: StageTimer | None = None
+    image: DecodedImage,
+    min_scale: float,
+    data: bytes,
+    settings: Settings,
+    background: BGR | None,
+    timer: StageTimer | None = None,
 ) -> DecodedImage:
-    """`image` if it has at least `min_scale` of each original side, else the image decoded again
-    (a JPEG reduced no further than that): a crop pays for a full decode only when its output
-    needs more pixels than the detection's decode has."""
-    if image.is_full_size or image.scale.min() >= min_scale:
+    """`image` if it has at least `min_scale` of each original side and its transparency is as
+    `background` asks (flattened onto it; None: kept), else the image decoded again (a JPEG reduced
+    no further than that): a crop pays for a full decode only when its output needs more pixels, or
+    transparency the detection's decode flattened."""
+    as_asked = not image.transparent or image.background == background
+    if as_asked and (image.is_full_size or image.scale.min() >= min_scale):
         return image
     with (timer or StageTimer()).stage("decode"):
         header = read_header(data, settings.max_pixels, settings.max_side)
-    return decode_image(data, header, min_scale, timer, image.background)
+    return decode_image(data, header, min_scale, timer, background)

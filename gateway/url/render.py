@@ -26,10 +26,11 @@ from gateway.answers import (
     encoded,
     finished_crop,
     turned_image,
+    underlay,
 )
 from gateway.crop import CROPPING_FITS, render_crop
 from gateway.decode import DecodedImage, ImageHeader, decode_image, read_header, upright_size
-from gateway.encode import AVIF_AUTO_MAX_SIDE, AVIF_MAX_SIDE, CONTENT_TYPES, keeps_alpha
+from gateway.encode import AVIF_AUTO_MAX_SIDE, AVIF_MAX_SIDE, CONTENT_TYPES
 from gateway.imaging.animation import check_cost, encode_animation, read_animation
 from gateway.imaging.geometry import Geometry, border_rect, trim_rect, turn_detections, turn_pixels, turned_size
 from gateway.imaging.metadata import output_exif
@@ -85,10 +86,8 @@ def render(data: bytes, options: UrlOptions, fmt: str, headers: dict[str, str], 
         return jsonify(crop_json(turned, plan, faces, framing.focus)), 200, headers
     hidden = (framing.hidden, options.hiding) if options.hiding and framing.hidden is not None else None
     requested, progressive, avif_max_side = output_of(fmt, options)
-    kept = not options.background_given and keeps_alpha(requested, header.format)
-    pixels, colour = crop_pixels(
-        data, image, plan, None if kept else options.background, hidden, header, (rect, geometry), options.filters
-    )
+    background = underlay(requested, header.format, options.background if options.background_given else None)
+    pixels, colour = crop_pixels(data, image, plan, background, hidden, header, (rect, geometry), options.filters)
     exif = output_exif(header.exif, options.metadata, hidden_faces=options.hiding is not None)
     return encoded(pixels, requested, header.format, quality, headers | colour, progressive, avif_max_side, exif)
 
