@@ -6,10 +6,10 @@ photo for a 1024-pixel detection is decoded at 2016x1512, never at full size. Op
 PNG and WebP go through OpenCV (the fast path); everything else through Pillow (GIF, BMP, TIFF,
 AVIF and HEIF, CMYK, CIELab, deep or transparent samples), then one normalisation
 (gateway/imaging/normalise.py): 8-bit BGR, transparency flattened onto the background (or kept, as
-premultiplied BGRA, where the output keeps it). EXIF
-orientation is applied by exactly one layer: this one, except for the formats whose decoder turns
-the pixels itself (UPRIGHT_AS_DECODED); and only when upright pixels are asked for: the model's
-input is resized from the stored pixels and only the small result turned upright. An MPO (a
+premultiplied BGRA, where the output keeps it). EXIF orientation is applied by exactly one layer:
+this one, except for the formats whose decoder turns the pixels itself (UPRIGHT_AS_DECODED); and
+only when upright pixels are asked for: the model's input is resized from the stored pixels and
+only the small result turned upright. An MPO (a
 camera's multi-picture JPEG) is read as its first picture, a JPEG.
 
 The pixels keep the source's colour (its ICC profile rides along, for what goes out: the model
@@ -52,7 +52,7 @@ class ImageHeader:
     icc: bytes | None = None  # the ICC profile the pixels are in (None: sRGB)
     exif: bytes = b""  # the source's EXIF block, for outputs that keep some of it (gateway/imaging/metadata.py)
     mode: str = "RGB"  # Pillow's name for the samples: RGB, L, P, RGBA, CMYK, LAB, I;16, ...
-    transparent: bool = False  # an alpha channel or a transparent colour: flattened onto the background
+    transparent: bool = False  # an alpha channel or a transparent colour: flattened, or kept (decode_pixels)
     animated: bool = False  # a GIF or WebP of more than one frame
 
     @property
@@ -199,8 +199,8 @@ def decode_pixels(
 ) -> tuple[np.ndarray, str | None]:
     """Decode to 8-bit BGR as stored (no orientation), a JPEG at 1/`reduction` of each side,
     transparency flattened onto `background` (None: kept, premultiplied BGRA); with what was done to
-    its colour already. OpenCV
-    where it reads the file as it is (`ImageHeader.opencv_decodes`), else Pillow."""
+    its colour already. OpenCV where it reads the file as it is (`ImageHeader.opencv_decodes`), else
+    Pillow."""
     if header.opencv_decodes:
         flags = JPEG_REDUCTIONS[reduction] | cv2.IMREAD_IGNORE_ORIENTATION
         pixels = cv2.imdecode(np.frombuffer(data, np.uint8), flags)
