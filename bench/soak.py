@@ -350,8 +350,7 @@ def table(records: dict[str, Record], verdicts: dict[str, Verdict], seconds: flo
     lines = [
         "| gateway | requests | 5xx | unexpected answers | workers' RSS at the end, MiB | PSS, MiB | heap, MiB "
         "| second half, at rest: RSS trend (MiB per 10k requests) | PSS trend | /dev/shm growth, MiB "
-        "| workers restarted "
-        "| passes |",
+        "| workers restarted | passes |",
         "|---|---:|---:|---:|---|---|---|---|---|---:|---:|---|",
     ]
     for name, record in records.items():

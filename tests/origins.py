@@ -39,6 +39,19 @@ class OriginState:
             counter[path] += amount
 
 
+def answer(handler: BaseHTTPRequestHandler, status: int, body: bytes, headers: dict[str, str]) -> None:
+    """Write one whole answer from a test server's handler: status, headers, Content-Length (none on
+    a 304) and body."""
+    handler.send_response(status)
+    for name, value in headers.items():
+        handler.send_header(name, value)
+    if status != 304:
+        handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    if body:
+        handler.wfile.write(body)
+
+
 class _Origin(BaseHTTPRequestHandler):
     """GET /<file> under the root with ETag, Last-Modified and Cache-Control (304 when they match);
     /plain/<file> without validators or Cache-Control; /bare304/<file> whose 304s have no Cache-Control;
@@ -92,14 +105,8 @@ class _Origin(BaseHTTPRequestHandler):
         self._answer(200, data, headers)
 
     def _answer(self, status: int, body: bytes, headers: dict[str, str]) -> None:
-        self.send_response(status)
-        for name, value in headers.items():
-            self.send_header(name, value)
-        if status != 304:
-            self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
+        answer(self, status, body, headers)
         if body:
-            self.wfile.write(body)
             self.state.count(self.state.sent_bytes, urlsplit(self.path).path, len(body))
 
     def _trickle(self, path: str) -> None:

@@ -29,6 +29,7 @@ from gateway.decode import DecodedImage, decode_image, read_header
 from gateway.model import Batch, in_process_batch
 from gateway.wire import WIRE_FORMATS, ModelOutputs, WireFormat
 from local_triton.processes import BUILD_DIR, SHARED_FACES
+from tests.origins import answer
 
 ASTRONAUT = "demo/skimage_astronaut.jpg"
 CROWD = "demo/widertest_20_Family_Group_Family_Group_20_435.jpg"
@@ -243,20 +244,19 @@ class _Forward(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         self.server.gate.wait_turn(self.path)  # type: ignore[attr-defined]
         headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
-        answer = requests.request(
+        forwarded = requests.request(
             self.command,
             self.server.target + self.path,
             data=body,
             headers=headers,
             timeout=60,  # type: ignore[attr-defined]
         )
-        self.send_response(answer.status_code)
-        for name in ("Content-Type", "Retry-After", "X-Request-ID"):
-            if name in answer.headers:
-                self.send_header(name, answer.headers[name])
-        self.send_header("Content-Length", str(len(answer.content)))
-        self.end_headers()
-        self.wfile.write(answer.content)
+        passed_on = {
+            key: forwarded.headers[key]
+            for key in ("Content-Type", "Retry-After", "X-Request-ID")
+            if key in forwarded.headers
+        }
+        answer(self, forwarded.status_code, forwarded.content, passed_on)
 
     do_GET = do_POST = forward
 

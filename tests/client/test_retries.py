@@ -8,6 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from facecrop_client import Client, FacecropError
+from tests.origins import answer
 
 DETECTION = {
     "image": {"width": 4, "height": 3},
@@ -22,12 +23,7 @@ class Scripted(BaseHTTPRequestHandler):
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         self.server.seen.append((time.monotonic(), self.path, dict(self.headers)))
         status, headers, body = self.server.script.pop(0)
-        self.send_response(status)
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        answer(self, status, body, headers)
 
     def log_message(self, *args):
         pass

@@ -335,12 +335,7 @@ class _Site(BaseHTTPRequestHandler):
             status, body, headers = 200, self.page.encode(), {"Content-Type": "text/html"}
         else:
             status, body, headers = 404, b"", {}
-        self.send_response(status)
-        for key, value in headers.items():
-            self.send_header(key, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        answer(self, status, body, headers)
 
     def log_message(self, *args) -> None:
         pass
