@@ -2,7 +2,8 @@
 OpenCV, pillow-heif, and hand-written chunks where no encoder writes the kind): TIFFs under every
 orientation, CMYK TIFFs, transparent PNG, WebP, GIF, HEIC and AVIF, 16-bit APNG and TIFF, an MPO,
 palette-less and disposal GIFs, an RLE8 BMP, CIELab; and the reference each is judged against:
-Pillow's decode, upright, 16-bit samples scaled to 8 (as libvips does), flattened onto white."""
+Pillow's decode, upright, 16-bit samples scaled to 8 (as libvips does), its transparency kept
+(`over` shows it on a colour)."""
 
 from __future__ import annotations
 
