@@ -56,7 +56,7 @@ from PIL import Image, ImageOps
 from retinaface import detect_faces
 
 from local_triton.processes import running_gateway
-from tests.origins import serving
+from tests.origins import answer, serving
 from tests.support import ASTRONAUT, CHROMIUM, CHROMIUM_ARGS, photo, upright_phone_photo
 
 FRONTEND = Path(__file__).resolve().parents[1] / "frontend"
@@ -325,9 +325,9 @@ class _Site(BaseHTTPRequestHandler):
         name = self.path.removeprefix("/photos/")
         if self.path.startswith("/cdn-cgi/"):
             accept = {"Accept": self.headers.get("Accept", "*/*")}
-            answer = requests.get(self.gateway + self.path, headers=accept, allow_redirects=False, timeout=120)
-            status, body = answer.status_code, answer.content
-            headers = {key: answer.headers[key] for key in ("Content-Type", "Location") if key in answer.headers}
+            forwarded = requests.get(self.gateway + self.path, headers=accept, allow_redirects=False, timeout=120)
+            status, body = forwarded.status_code, forwarded.content
+            headers = {key: forwarded.headers[key] for key in ("Content-Type", "Location") if key in forwarded.headers}
         elif name != self.path and "/" not in name and (self.photos / name).is_file():
             status, body = 200, (self.photos / name).read_bytes()
             headers = {"Content-Type": mimetypes.guess_type(name)[0] or "application/octet-stream"}
