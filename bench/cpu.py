@@ -29,7 +29,7 @@ from bench.phone import phone_photos, process_cpu_s
 from bench.verdicts import record, shown
 from bench.workload import must_succeed, service_call
 from gateway.decode import JPEG_REDUCTIONS, jpeg_reduction, read_header, upright_size
-from gateway.preprocess import scale_for
+from gateway.detection.preprocess import scale_for
 from local_triton.processes import SHARED_FACES, Stack, running_gateway, running_stack
 
 TRANSPORTS = ("on", "off")

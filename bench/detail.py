@@ -19,8 +19,8 @@ import numpy as np
 import requests
 
 from bench.workload import report_command
+from gateway.detection.preprocess import scale_for, tiled_scale
 from gateway.pipeline import AUTO_MIN_SCORE, AUTO_SMALL_FACE
-from gateway.preprocess import scale_for, tiled_scale
 from local_triton.processes import SHARED_FACES
 from tests.ap50 import average_precision
 from tests.support import labeled_set

@@ -52,7 +52,7 @@ from bench.phone import phone_photos
 from bench.verdicts import shown
 from bench.workload import load_photos
 from gateway.imaging.profiles import DISPLAY_P3
-from gateway.shm import NAME_PREFIX, SHM_DIR
+from gateway.triton.shm import NAME_PREFIX, SHM_DIR
 from local_triton import BUILD_DIR
 from local_triton.allocators import ALLOCATORS
 from local_triton.processes import SHARED_FACES, Gateway, child_pids, memory_mib, running_gateway, running_stack
@@ -177,7 +177,7 @@ def send(base: str, call: Call, session: requests.Session) -> int:
 
 
 def shm_mib(pids: list[int]) -> float:
-    """MiB of memory held by /dev/shm regions named for these processes (gateway/shm.py's names
+    """MiB of memory held by /dev/shm regions named for these processes (gateway/triton/shm.py's names
     carry the pid): the pages they have, not their size (idle regions give their pages back)."""
     total = 0
     for path in SHM_DIR.glob(f"{NAME_PREFIX}*"):

@@ -13,6 +13,7 @@ from flask import Response, current_app, g
 
 from gateway.crop import CropPlan, pad_to, plan_crop, render_crop, source_scale
 from gateway.decode import DecodedImage, ImageHeader, decode_image, read_header
+from gateway.detection.postprocess import face_objects
 from gateway.encode import AVIF_MAX_SIDE, CONTENT_TYPES, encode_image, keeps_alpha, output_format
 from gateway.errors import OutputTooLarge
 from gateway.imaging.colour import to_srgb
@@ -22,7 +23,6 @@ from gateway.imaging.normalise import BGR, WHITE, unpremultiplied, with_alpha
 from gateway.observe import note
 from gateway.params import CropOptions, DetectOptions
 from gateway.pipeline import DetectionResult, run_detection, with_resolution
-from gateway.postprocess import face_objects
 
 NO_FILTERS = Filters()
 

@@ -16,6 +16,7 @@ from gateway.answers import (
     image_size,
     underlay,
 )
+from gateway.detection.postprocess import face_objects
 from gateway.params import (
     ANONYMIZE_PARAMETERS,
     CROP_PARAMETERS,
@@ -24,7 +25,6 @@ from gateway.params import (
     parse_crop_options,
     parse_detect_options,
 )
-from gateway.postprocess import face_objects
 from gateway.uploads import read_image_bytes, read_parameters
 
 bp = Blueprint("api", __name__)

@@ -12,9 +12,9 @@ from werkzeug.exceptions import HTTPException
 
 from gateway import access, api, health, observe, pages
 from gateway.config import Settings
+from gateway.detection.model import Model
 from gateway.errors import ApiError, PayloadTooLarge
-from gateway.infer import TritonModel
-from gateway.model import Model
+from gateway.triton.client import TritonModel
 from gateway.uploads import InMemoryRequest
 from gateway.url import views as url_views
 from gateway.url.admission import FetchAdmission

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gateway.placement import SIZE_POWER
-from gateway.wire import WIRE_FORMATS, WireFormat
+from gateway.triton.wire import WIRE_FORMATS, WireFormat
 
 ALLOWED_SOURCE = re.compile(r"^https?://[^/?#@]+/", re.IGNORECASE)  # imgproxy's rule: the host ends with /
 

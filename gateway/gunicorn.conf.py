@@ -86,7 +86,7 @@ def post_worker_init(worker):
 
 def worker_exit(server, worker):
     """Give back this worker's Triton shared-memory regions (also on max-requests recycling);
-    a worker killed outright has its regions swept by the next one (gateway/shm.py)."""
+    a worker killed outright has its regions swept by the next one (gateway/triton/shm.py)."""
     if hasattr(_model(worker), "close"):
         _model(worker).close()
 

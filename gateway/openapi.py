@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.detection.postprocess import LANDMARK_NAMES
 from gateway.encode import CONTENT_TYPES
 from gateway.errors import documented_errors
 from gateway.params import ANONYMIZE, CROP, DETECT, Parameter
-from gateway.postprocess import LANDMARK_NAMES
 from gateway.url.options import ALIASES, OPTIONS, QUALITY_WORDS, SIDES
 
 IMAGE_TYPES = (

@@ -8,11 +8,9 @@ import numpy as np
 
 from gateway.config import Settings
 from gateway.decode import DecodedImage, ImageHeader, apply_orientation, decode_image, read_header, upright_size
-from gateway.imaging.normalise import BGR, WHITE
-from gateway.model import Model
-from gateway.params import DetectOptions
-from gateway.postprocess import Detections, candidates, finish, tiled_candidates
-from gateway.preprocess import (
+from gateway.detection.model import Model
+from gateway.detection.postprocess import Detections, candidates, finish, tiled_candidates
+from gateway.detection.preprocess import (
     TILE_MIN_OVERLAP,
     batch_shape,
     fill_input,
@@ -23,6 +21,8 @@ from gateway.preprocess import (
     scale_for,
     tiled_scale,
 )
+from gateway.imaging.normalise import BGR, WHITE
+from gateway.params import DetectOptions
 from gateway.timing import StageTimer
 
 # detail=auto runs the tiled pass only where the standard pass saw a face (scoring at least

@@ -26,8 +26,8 @@ from playwright.sync_api import Browser, Page
 
 from gateway.config import Settings
 from gateway.decode import DecodedImage, decode_image, read_header
-from gateway.model import Batch, in_process_batch
-from gateway.wire import WIRE_FORMATS, ModelOutputs, WireFormat
+from gateway.detection.model import Batch, in_process_batch
+from gateway.triton.wire import WIRE_FORMATS, ModelOutputs, WireFormat
 from local_triton.processes import BUILD_DIR, SHARED_FACES
 from tests.origins import answer
 

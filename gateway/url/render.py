@@ -30,6 +30,7 @@ from gateway.answers import (
 )
 from gateway.crop import CROPPING_FITS, render_crop
 from gateway.decode import DecodedImage, ImageHeader, decode_image, read_header, upright_size
+from gateway.detection.postprocess import Detections, face_objects, finish
 from gateway.encode import AVIF_AUTO_MAX_SIDE, AVIF_MAX_SIDE, CONTENT_TYPES
 from gateway.imaging.animation import check_cost, encode_animation, read_animation
 from gateway.imaging.geometry import Geometry, border_rect, trim_rect, turn_detections, turn_pixels, turned_size
@@ -37,7 +38,6 @@ from gateway.imaging.metadata import output_exif
 from gateway.imaging.saliency import salient_focus
 from gateway.observe import note
 from gateway.pipeline import FAST_SIZE, detect_frames
-from gateway.postprocess import Detections, face_objects, finish
 from gateway.url.options import UrlOptions
 
 SAMPLED_FRAMES = 4  # an animation's frames whose faces decide its crop window (anonymize: every frame)

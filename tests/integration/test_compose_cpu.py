@@ -23,7 +23,7 @@ import pytest
 import requests
 from PIL import Image
 
-from gateway.shm import owner
+from gateway.triton.shm import owner
 from local_triton import BUILD_DIR, compose
 from local_triton.processes import free_port
 from tests.support import REPORT_LINES, photo

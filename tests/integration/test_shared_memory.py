@@ -12,8 +12,8 @@ from pathlib import Path
 import requests
 from PIL import Image
 
-from gateway.shm import SHM_DIR, host_tag, owner
-from gateway.wire import WIRE_FORMATS
+from gateway.triton.shm import SHM_DIR, host_tag, owner
+from gateway.triton.wire import WIRE_FORMATS
 from local_triton.processes import (
     BUILD_DIR,
     LOG_DIR,

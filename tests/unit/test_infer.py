@@ -10,9 +10,9 @@ import pytest
 from tritonclient.grpc import service_pb2
 
 from gateway.config import Settings
+from gateway.detection.model import infer
 from gateway.errors import BackendTimeout, BackendUnavailable
-from gateway.infer import CALL_ATTEMPTS, TritonModel
-from gateway.model import infer
+from gateway.triton.client import CALL_ATTEMPTS, TritonModel
 from local_triton.processes import free_port
 
 TENSOR = np.zeros((1, 256, 256, 3), np.uint8)

@@ -6,8 +6,8 @@ import onnxruntime
 import pytest
 from tritonclient.grpc import model_config_pb2
 
-from gateway.preprocess import canonical_shape
-from gateway.wire import WIRE_FORMATS
+from gateway.detection.preprocess import canonical_shape
+from gateway.triton.wire import WIRE_FORMATS
 from local_triton.processes import PRODUCTION_REPOSITORY
 from local_triton.render import cuda_variant_text, load_config, local_config, render_repository
 

@@ -2,8 +2,7 @@ import numpy as np
 import pytest
 from retinaface.postprocess import ANCHOR_SIZES, ANCHOR_STRIDES, generate_anchors
 
-from gateway.params import DetectOptions
-from gateway.postprocess import (
+from gateway.detection.postprocess import (
     decode_boxes,
     decode_landmarks,
     detect_faces,
@@ -11,7 +10,8 @@ from gateway.postprocess import (
     nms,
     priors,
 )
-from gateway.wire import WIRE_FORMATS
+from gateway.params import DetectOptions
+from gateway.triton.wire import WIRE_FORMATS
 
 
 @pytest.mark.parametrize("height,width", [(1024, 1024), (768, 1024), (1024, 256), (100, 60)])

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from facecrop_hiding import Hiding, hidden_share, hide_faces, plausible
 
+from gateway.detection.postprocess import Detections
 from gateway.pipeline import AUTO_MIN_SCORE, AUTO_SMALL_FACE, needs_tiles
-from gateway.postprocess import Detections
 
 
 def boxes_of(sides: list[float]) -> np.ndarray:

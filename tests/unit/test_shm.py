@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 
-from gateway import shm
+from gateway.triton import shm
 
 
 def test_a_region_is_a_file_in_the_directory_mapped_for_numpy_views(tmp_path):

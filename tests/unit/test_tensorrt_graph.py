@@ -9,9 +9,9 @@ import onnx
 import pytest
 from onnx import TensorProto, numpy_helper
 
-from gateway.postprocess import PRE_NMS_TOP_K, priors
-from gateway.preprocess import canonical_shape
-from gateway.wire import WIRE_FORMATS
+from gateway.detection.postprocess import PRE_NMS_TOP_K, priors
+from gateway.detection.preprocess import canonical_shape
+from gateway.triton.wire import WIRE_FORMATS
 from local_triton.processes import PRODUCTION_REPOSITORY
 from local_triton.render import load_config
 

@@ -6,7 +6,7 @@ from tritonclient.grpc import model_config_pb2
 
 from bench.onnx_model import OnnxModel
 from gateway.config import Settings
-from gateway.wire import INPUT_NAME, WIRE_FORMATS
+from gateway.triton.wire import INPUT_NAME, WIRE_FORMATS
 from local_triton.processes import PRODUCTION_REPOSITORY
 from local_triton.render import load_config
 

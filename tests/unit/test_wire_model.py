@@ -7,7 +7,7 @@ from bench.onnx_model import OnnxModel
 from gateway.config import Settings
 from gateway.params import DetectOptions
 from gateway.pipeline import run_detection
-from gateway.wire import WIRE_FORMATS
+from gateway.triton.wire import WIRE_FORMATS
 from local_triton.processes import PRODUCTION_REPOSITORY
 from tests.support import photo
 
@@ -36,8 +36,8 @@ def test_the_wire_model_builder_uses_the_gateways_constants():
     """scripts/fetch_model.py stays standalone (the init image has no gateway); its copies must agree."""
     import importlib.util
 
-    from gateway.postprocess import PRE_NMS_TOP_K
-    from gateway.preprocess import BGR_MEAN
+    from gateway.detection.postprocess import PRE_NMS_TOP_K
+    from gateway.detection.preprocess import BGR_MEAN
 
     spec = importlib.util.spec_from_file_location(
         "fetch_model", PRODUCTION_REPOSITORY.parent / "scripts" / "fetch_model.py"

@@ -15,7 +15,7 @@ import numpy as np
 
 from gateway.decode import apply_orientation
 from gateway.timing import StageTimer
-from gateway.wire import WireFormat
+from gateway.triton.wire import WireFormat
 
 BGR_MEAN = np.array([104, 117, 123], dtype=np.uint8)
 # detail=high: the tiled pass never enlarges the original more than this, and runs only where

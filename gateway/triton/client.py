@@ -22,11 +22,11 @@ import numpy as np
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from gateway import shm
 from gateway.config import Settings
+from gateway.detection.model import Batch
 from gateway.errors import BackendTimeout, BackendUnavailable
-from gateway.model import Batch
-from gateway.wire import INPUT_NAME, ModelOutputs, WireFormat
+from gateway.triton import shm
+from gateway.triton.wire import INPUT_NAME, ModelOutputs, WireFormat
 
 T = TypeVar("T")
 log = logging.getLogger("facecrop")

@@ -9,7 +9,7 @@ from typing import Protocol
 
 import numpy as np
 
-from gateway.wire import ModelOutputs
+from gateway.triton.wire import ModelOutputs
 
 
 class Pending(Protocol):

@@ -9,9 +9,9 @@ from functools import lru_cache
 import cv2
 import numpy as np
 
+from gateway.detection.preprocess import TILE_MIN_OVERLAP, Tiling
 from gateway.params import DetectOptions
-from gateway.preprocess import TILE_MIN_OVERLAP, Tiling
-from gateway.wire import ANCHOR_STEPS, TOP_K, ModelOutputs
+from gateway.triton.wire import ANCHOR_STEPS, TOP_K, ModelOutputs
 
 MIN_SIZES = ((16, 32), (64, 128), (256, 512))
 VARIANCES = (0.1, 0.2)
