@@ -88,15 +88,20 @@ class TritonModel:
         self._required = shared_memory == "on"
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> TritonModel:
+    def from_settings(cls, settings: Settings, wire: WireFormat) -> TritonModel:
+        """The model serving `wire` (under its name, or the one FACECROP_MODEL_NAMES gives it)."""
         return cls(
             settings.triton_url,
-            settings.model_name,
-            settings.wire,
+            settings.model_names.get(wire.model_name, wire.model_name),
+            wire,
             settings.infer_timeout_s,
             settings.ready_timeout_s,
             settings.triton_shm,
         )
+
+    @classmethod
+    def factory(cls, settings: Settings) -> Callable[[WireFormat], TritonModel]:
+        return lambda wire: cls.from_settings(settings, wire)
 
     @property
     def transport(self) -> str:

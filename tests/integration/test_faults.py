@@ -21,6 +21,7 @@ from local_triton.processes import (
     TritonPorts,
     child_pids,
     free_port,
+    running_gateway,
     running_stack,
     start_gateway,
     start_triton,
@@ -180,3 +181,35 @@ def test_a_killed_worker_is_replaced_and_requests_succeed_again():
             time.sleep(0.2)
         for _ in range(6):
             assert requests.post(f"{stack.gateway}/v1/detect", files={"image": data}, timeout=30).status_code == 200
+
+
+def test_one_model_missing_from_triton_is_a_quick_503_and_one_model_alone_serves(stack):
+    """A served model Triton does not have (here YuNet under a name it lacks) fails every request
+    that needs it as Triton down does, and readiness; an operator who serves the other model alone
+    (FACECROP_DETECTORS) is served."""
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    missing = {"FACECROP_MODEL_NAMES": "yunet_n_uint8=no_such_model"}
+    port = free_port()
+    gateway = start_gateway(port, stack.triton_grpc, missing, LOG_DIR / "missing-model-gateway.log")
+    data = photo("demo/skimage_astronaut.jpg").read_bytes()
+    try:
+        wait_until_ok(f"http://127.0.0.1:{port}/healthz", gateway, timeout_s=60)
+        for detail in ("standard", "fast"):
+            started = time.monotonic()
+            response = requests.post(
+                f"http://127.0.0.1:{port}/v1/detect", files={"image": data}, params={"detail": detail}, timeout=10
+            )
+            assert time.monotonic() - started < 2
+            assert response.status_code == 503 and response.json()["error"]["code"] == "backend_unavailable"
+        assert requests.get(f"http://127.0.0.1:{port}/readyz", timeout=5).status_code == 503
+    finally:
+        stop(gateway)
+    with running_gateway(
+        stack.triton_grpc, {**missing, "FACECROP_DETECTORS": "retinaface"}, "retinaface-alone"
+    ) as alone:
+        for detail in ("standard", "fast"):
+            response = requests.post(
+                f"{alone.url}/v1/detect", files={"image": data}, params={"detail": detail}, timeout=10
+            )
+            assert response.status_code == 200 and response.headers["X-Detectors"] == "retinaface"
+            assert len(response.json()["faces"]) == 1

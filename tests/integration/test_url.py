@@ -37,6 +37,7 @@ SHARED = {  # every gateway here: short fetch deadlines, and one ETag secret, as
     "FACECROP_ETAG_SECRET": ETAG_SECRET,
 }
 FACE_CROP = "width=256,height=256,fit=cover,gravity=face"
+SERVED_MODELS = ",".join(map(Settings().model_name, Settings().detectors))  # what an ETag is bound to
 
 
 @pytest.fixture(scope="module")
@@ -373,7 +374,12 @@ def test_weak_etags_revalidate_and_made_up_ones_cannot_break_a_request(public, o
     first = get(public.url, path)
     assert get(public.url, path, **{"If-None-Match": f"W/{first.headers['ETag']}"}).status_code == 304
     # who has the secret can seal any validator into a tag of ours: none of them breaks a request
-    public_parts = describe(Settings().model_name, "crowd.jpg?", parse_url_options(FACE_CROP).canonical, "input")
+    public_parts = describe(
+        ",".join(map(Settings().model_name, Settings().detectors)),
+        "crowd.jpg?",
+        parse_url_options(FACE_CROP).canonical,
+        "input",
+    )
     for validator in ("e:caf\u00e9\u4e2d", "m:\u2028", "e:" + "x" * 5000):
         forged = EtagSealer(bytes.fromhex(ETAG_SECRET)).seal(public_parts, validator)
         assert get(public.url, path, **{"If-None-Match": forged}).status_code == 200
