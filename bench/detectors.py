@@ -25,6 +25,8 @@ from __future__ import annotations
 import argparse
 import time
 from dataclasses import dataclass, replace
+from functools import partial
+from unittest import mock
 
 import cv2
 import numpy as np
@@ -33,7 +35,7 @@ from bench.faceless import products
 from bench.onnx_model import OnnxModel
 from bench.verdicts import record, shown
 from gateway.config import Settings
-from gateway.detection import fusion
+from gateway.detection import fusion, yunet
 from gateway.detection.detections import Detections
 from gateway.detection.detectors import serve
 from gateway.detection.postprocess import NMS_IOU_THRESHOLD, nms
@@ -59,7 +61,8 @@ class Run:
 
 
 def run_model(model: str, detail: str, set_name: str, threads: int, cached: bool = False) -> Run:
-    """One model alone on every photo of a set (kept in build/detectors/, and reused, if `cached`)."""
+    """One model alone on every photo of a set (kept in build/detectors/, and reused, if `cached`);
+    YuNet's scores raw (uncalibrated: the report calibrates them on the other sets)."""
     path = CACHE / f"{model}-{detail}-{set_name}.npz"
     if cached and path.is_file():
         stored = np.load(path, allow_pickle=True)
@@ -70,9 +73,10 @@ def run_model(model: str, detail: str, set_name: str, threads: int, cached: bool
     images, truths = labeled_set(set_name)
     faces: Faces = {}
     started = time.process_time()
-    for truth in truths:
-        data = (images / truth["image"]).read_bytes()
-        faces[truth["image"]] = run_detection(data, detectors, settings, options).detections
+    with mock.patch.object(yunet, "CALIBRATED_SCORES", yunet.RAW_SCORES):
+        for truth in truths:
+            data = (images / truth["image"]).read_bytes()
+            faces[truth["image"]] = run_detection(data, detectors, settings, options).detections
     cpu_s = (time.process_time() - started) / len(truths)
     if cached:
         CACHE.mkdir(parents=True, exist_ok=True)
@@ -95,7 +99,13 @@ def union(a: Detections, b: Detections) -> Detections:
 
 
 def wbf(a: Detections, b: Detections, match_iou: float) -> Detections:
-    return fusion.fuse_pair(a, b, match_iou)
+    """Weighted box fusion, a pair scoring the higher of its two scores."""
+    return fusion.fuse_pair(a, b, match_iou, np.maximum)
+
+
+def wbf_either(a: Detections, b: Detections, match_iou: float) -> Detections:
+    """The gateway's (gateway/detection/fusion.py): the same boxes, a pair scoring 1 - (1 - a)(1 - b)."""
+    return fusion.fuse_pair(a, b, match_iou, fusion.either)
 
 
 def wbf_mean(a: Detections, b: Detections, match_iou: float) -> Detections:
@@ -107,6 +117,9 @@ def wbf_mean(a: Detections, b: Detections, match_iou: float) -> Detections:
     pairs = (a.boxes[in_a] * weights_a + b.boxes[in_b] * weights_b) / (weights_a + weights_b)
     boxes = np.concatenate([pairs, a.boxes[only_a], b.boxes[only_b]]).reshape(-1, 4)
     return Detections(scores, boxes, np.zeros((len(scores), 5, 2), np.float32))
+
+
+FUSIONS = {"wbf, the higher": wbf, "wbf, either (the gateway's)": wbf_either, "wbf, mean, alone x0.5": wbf_mean}
 
 
 def precision_curve(runs: list[tuple[str, Faces]]) -> tuple[np.ndarray, np.ndarray]:
@@ -149,9 +162,26 @@ def pool_adjacent_violators(values: np.ndarray) -> np.ndarray:
     return np.repeat([b[0] for b in blocks], [int(b[1]) for b in blocks])
 
 
-def calibrated(d: Detections, curve: tuple[np.ndarray, np.ndarray]) -> Detections:
-    xs, ys = curve
-    return replace(d, scores=np.interp(d.scores, xs, ys).astype(np.float32))
+def calibration(runs: dict[str, Faces], yunet_runs: dict[str, Faces]) -> np.ndarray:
+    """yunet.CALIBRATED_SCORES fitted on the sets of `runs` (RetinaFace's faces per set) and
+    `yunet_runs` (YuNet's, raw scores): each knot of yunet.RAW_SCORES mapped to the lowest
+    RetinaFace score whose precision is at least YuNet's there; strictly increasing."""
+    retina_scores, retina_precision = precision_curve(list(runs.items()))
+    yunet_precision = np.interp(yunet.RAW_SCORES, *precision_curve(list(yunet_runs.items())))
+    index = np.minimum(np.searchsorted(retina_precision, yunet_precision), len(retina_scores) - 1)
+    knots = np.maximum.accumulate(retina_scores[index].astype(np.float64))
+    knots[0], knots[-1] = 0.0, 1.0
+    for i in range(1, len(knots) - 1):  # strictly increasing (YuNet's own order kept), below 1
+        knots[i] = min(max(knots[i], knots[i - 1] + 1e-4), 1 - 1e-4 * (len(knots) - 1 - i))
+    return np.round(knots, 4)
+
+
+def on_one_scale(faces: Faces, knots: np.ndarray) -> Faces:
+    """YuNet's raw-scored faces with `knots` as the calibration."""
+    return {
+        name: replace(d, scores=np.interp(d.scores, yunet.RAW_SCORES, knots).astype(np.float32))
+        for name, d in faces.items()
+    }
 
 
 def fused_faces(method, a: Faces, b: Faces) -> Faces:
@@ -165,48 +195,55 @@ def worst_ratio(fused: dict, single: dict, match_iou: float, sets: list[str]) ->
 
 def report(threads: int, cached: bool = False) -> str:
     runs = {(m, d, s): run_model(m, d, s, threads, cached) for m in MODELS for d in DETAILS for s in SETS}
+    standard = {m: {s: runs[m, "standard", s].faces for s in SETS} for m in MODELS}
+    knots = calibration(standard["retinaface"], standard["yunet"])
+    held_knots = {
+        held: calibration(
+            {s: f for s, f in standard["retinaface"].items() if s != held},
+            {s: f for s, f in standard["yunet"].items() if s != held},
+        )
+        for held in SETS
+    }
     lines = [
-        "| detail | set | RetinaFace | YuNet | union | wbf (held out) | wbf, mean, alone x0.5 (held out) "
-        "| calibrated (held out) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| detail | set | RetinaFace | YuNet | union (one NMS) | "
+        + " | ".join(f"{name} (held out)" for name in FUSIONS)
+        + " | wbf, either, YuNet uncalibrated |",
+        "|---|---|---|---|---|" + "---|" * len(FUSIONS) + "---|",
     ]
     served: dict[str, dict[str, float]] = {}  # detail -> set -> AP of what the gateway runs there
     better: dict[str, dict[str, float]] = {}  # the better model alone
     retina: dict[str, dict[str, float]] = {}  # RetinaFace alone: the gateway before YuNet
     for detail in DETAILS:
-        faces = {m: {s: runs[m, detail, s].faces for s in SETS} for m in MODELS}
-        single = {(m, s): ap(s, faces[m][s]) for m in MODELS for s in SETS}
+        raw = {m: {s: runs[m, detail, s].faces for s in SETS} for m in MODELS}
+        single = {(m, s): ap(s, raw[m][s]) for m in MODELS for s in SETS}
+        # every set's YuNet faces calibrated on the three other sets: each fusion is judged held out
+        scaled = {s: on_one_scale(raw["yunet"][s], held_knots[s]) for s in SETS}
         fused = {
-            method: {
-                (iou, s): ap(
-                    s,
-                    fused_faces(
-                        lambda a, b, iou=iou, method=method: method(a, b, iou),
-                        faces["retinaface"][s],
-                        faces["yunet"][s],
-                    ),
-                )
+            name: {
+                (iou, s): ap(s, fused_faces(partial(method, match_iou=iou), raw["retinaface"][s], scaled[s]))
                 for iou in MATCH_IOUS
                 for s in SETS
             }
-            for method in (wbf, wbf_mean)
+            for name, method in FUSIONS.items()
         }
         for held in SETS:
             training = [s for s in SETS if s != held]
             chosen = {
-                method: max(MATCH_IOUS, key=lambda iou, table=table: worst_ratio(table, single, iou, training))
-                for method, table in fused.items()
+                name: max(MATCH_IOUS, key=lambda iou, table=table: worst_ratio(table, single, iou, training))
+                for name, table in fused.items()
             }
-            curves = {m: precision_curve([(s, faces[m][s]) for s in training]) for m in MODELS}
-            a = {k: calibrated(v, curves["retinaface"]) for k, v in faces["retinaface"][held].items()}
-            b = {k: calibrated(v, curves["yunet"]) for k, v in faces["yunet"][held].items()}
-            pooled = ap(held, fused_faces(union, faces["retinaface"][held], faces["yunet"][held]))
-            held_out = " | ".join(f"{fused[m][chosen[m], held]:.3f} (IoU {chosen[m]})" for m in (wbf, wbf_mean))
+            pooled = ap(held, fused_faces(union, raw["retinaface"][held], scaled[held]))
+            gateway_fusion = partial(wbf_either, match_iou=fusion.MATCH_IOU)
+            uncalibrated = ap(held, fused_faces(gateway_fusion, raw["retinaface"][held], raw["yunet"][held]))
+            held_out = " | ".join(f"{fused[name][chosen[name], held]:.3f} (IoU {chosen[name]})" for name in FUSIONS)
             lines.append(
                 f"| {detail} | {held} | {single['retinaface', held]:.3f} | {single['yunet', held]:.3f} "
-                f"| {pooled:.3f} | {held_out} | {ap(held, fused_faces(union, a, b)):.3f} |"
+                f"| {pooled:.3f} | {held_out} | {uncalibrated:.3f} |"
             )
-        served[detail] = {s: single["yunet", s] if detail == "fast" else fused[wbf][fusion.MATCH_IOU, s] for s in SETS}
+        served[detail] = {
+            s: single["yunet", s] if detail == "fast" else fused["wbf, either (the gateway's)"][fusion.MATCH_IOU, s]
+            for s in SETS
+        }
         better[detail] = {s: max(single["retinaface", s], single["yunet", s]) for s in SETS}
         retina[detail] = {s: single["retinaface", s] for s in SETS}
     detection_verdicts(served, better, retina)
@@ -214,8 +251,19 @@ def report(threads: int, cached: bool = False) -> str:
     for m in MODELS:
         per_detail = [f"{np.mean([runs[m, d, s].cpu_s for s in SETS]) * 1000:.0f} ms" for d in DETAILS]
         cpu.append(f"| {m} | " + " | ".join(per_detail) + " |")
+    in_code = "as in the code" if np.allclose(knots, yunet.CALIBRATED_SCORES, atol=1e-4) else "NOT the code's"
     return "\n".join(
-        [*lines, "", "CPU per photo (in-process, the mean over the sets):", *cpu, "", false_faces(threads)]
+        [
+            *lines,
+            "",
+            f"YuNet's calibration fitted on every set (yunet.CALIBRATED_SCORES, at yunet.RAW_SCORES): "
+            f"{', '.join(f'{k:g}' for k in knots)} ({in_code})",
+            "",
+            "CPU per photo (in-process, the mean over the sets):",
+            *cpu,
+            "",
+            false_faces(threads),
+        ]
     )
 
 
@@ -230,7 +278,7 @@ def detection_verdicts(served: dict, better: dict, retina: dict) -> None:
             if served[detail][s] < floor[s]
         ]
 
-    short = below("standard", better)
+    short = below("standard", better["standard"])
     record("#44", "standard: AP50 >= the better model alone on every set", "; ".join(short) or "all met", not short)
     crowd = served["standard"]["wider_val_native"]
     record("#44", "standard: AP50 >= 0.74 on wider_val_native", shown(crowd, 0.74, 3), crowd >= 0.74)
@@ -305,7 +353,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--cached", action="store_true", help="reuse (and keep) each model's runs")
+    parser.add_argument("--calibrate", action="store_true", help="print YuNet's calibration fitted on every set")
     arguments = parser.parse_args()
+    if arguments.calibrate:
+        standard = {
+            m: {s: run_model(m, "standard", s, arguments.threads, arguments.cached).faces for s in SETS} for m in MODELS
+        }
+        print(", ".join(f"{k:g}" for k in calibration(standard["retinaface"], standard["yunet"])))
+        return
     print(report(arguments.threads, arguments.cached))
 
 

@@ -109,23 +109,13 @@ def wrap_for_wire(original: bytes) -> bytes:
         helper.make_node("Expand", ["top_index_3d", "landmark_width"], ["landmark_index"]),
         helper.make_node("GatherElements", ["all_landmarks", "landmark_index"], ["landmarks"], axis=1),
     ]
-    nodes = before + list(graph.node) + after
-    del graph.node[:]
-    graph.node.extend(nodes)
-    del graph.input[:]
-    graph.input.append(helper.make_tensor_value_info("input", TensorProto.UINT8, ["batch", "height", "width", 3]))
-    del graph.output[:]
-    graph.output.extend(
-        [
-            helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", "top_k"]),
-            helper.make_tensor_value_info("anchor_index", TensorProto.INT32, ["batch", "top_k"]),
-            helper.make_tensor_value_info("loc", TensorProto.FLOAT, ["batch", "top_k", 4]),
-            helper.make_tensor_value_info("landmarks", TensorProto.FLOAT, ["batch", "top_k", 10]),
-        ]
-    )
-    del graph.value_info[:]
-    onnx.checker.check_model(model)
-    return model.SerializeToString()
+    outputs = [
+        helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", "top_k"]),
+        helper.make_tensor_value_info("anchor_index", TensorProto.INT32, ["batch", "top_k"]),
+        helper.make_tensor_value_info("loc", TensorProto.FLOAT, ["batch", "top_k", 4]),
+        helper.make_tensor_value_info("landmarks", TensorProto.FLOAT, ["batch", "top_k", 10]),
+    ]
+    return wrapped(model, before, after, outputs)
 
 
 def yunet_bytes(repository: Path, given: Path | None) -> bytes:
@@ -186,19 +176,28 @@ def wrap_yunet_for_wire(original: bytes) -> bytes:
         helper.make_node("Concat", [f"raw_bbox_{s}" for s in YUNET_STRIDES], ["loc"], axis=1),
         helper.make_node("Concat", [f"raw_kps_{s}" for s in YUNET_STRIDES], ["landmarks"], axis=1),
     ]
+    outputs = [
+        helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", "cells"]),
+        helper.make_tensor_value_info("loc", TensorProto.FLOAT, ["batch", "cells", 4]),
+        helper.make_tensor_value_info("landmarks", TensorProto.FLOAT, ["batch", "cells", 10]),
+    ]
+    return wrapped(model, before, after, outputs)
+
+
+def wrapped(model, before: list, after: list, outputs: list) -> bytes:
+    """`model`'s graph between the nodes `before` and `after`, with a uint8 NHWC `input` and
+    `outputs`, checked and serialised."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = model.graph
     nodes = before + list(graph.node) + after
     del graph.node[:]
     graph.node.extend(nodes)
     del graph.input[:]
     graph.input.append(helper.make_tensor_value_info("input", TensorProto.UINT8, ["batch", "height", "width", 3]))
     del graph.output[:]
-    graph.output.extend(
-        [
-            helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", "cells"]),
-            helper.make_tensor_value_info("loc", TensorProto.FLOAT, ["batch", "cells", 4]),
-            helper.make_tensor_value_info("landmarks", TensorProto.FLOAT, ["batch", "cells", 10]),
-        ]
-    )
+    graph.output.extend(outputs)
     del graph.value_info[:]
     onnx.checker.check_model(model)
     return model.SerializeToString()

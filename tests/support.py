@@ -34,7 +34,7 @@ from tests.origins import answer
 
 ASTRONAUT = "demo/skimage_astronaut.jpg"
 CROWD = "demo/widertest_20_Family_Group_Family_Group_20_435.jpg"
-STADIUM = "demo/biubug6_Pytorch_Retinaface_test.jpg"  # 27 faces, small and close together
+STADIUM = "demo/biubug6_Pytorch_Retinaface_test.jpg"  # 30 faces found above 50 %, small and close together
 # The astronaut's face, in pixels of the 512 x 512 photo (checked by eye on the picture).
 ASTRONAUT_FACE = (178, 56, 93, 123)
 REPORT_LINES = pytest.StashKey[list[str]]()  # lines for the end of the terminal report

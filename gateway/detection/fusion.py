@@ -3,18 +3,24 @@
 Each model's faces arrive suppressed on their own (no two of one model overlap much). A face
 of one model and a face of the other are the same face where each is the other's best
 overlap, at least MATCH_IOU; the pair's box and landmarks are averaged with the scores as
-weights (weighted box fusion, Solovyev et al.), its score is the higher of the two. So a face
-keeps at least the score its model gave it: at any min_confidence, fusing finds every face
-either model finds alone (README, "Detectors"; chosen by `python -m bench.detectors`).
+weights (weighted box fusion, Solovyev et al.), its score is the chance that either model is
+right, 1 - (1 - a)(1 - b): both scores are on one scale (YuNet's calibrated to RetinaFace's,
+gateway/detection/yunet.py), agreement ranks a face up, and no face scores less than its model
+gave it: at any min_confidence, fusing finds every face either model finds alone (README,
+"Detectors"; chosen by `python -m bench.detectors`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
 from gateway.detection.detections import Detections
 
-MATCH_IOU = 0.4
+MATCH_IOU = 0.3
+
+PairScore = Callable[[np.ndarray, np.ndarray], np.ndarray]  # a matched pair's two scores -> its score
 
 
 def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -47,13 +53,19 @@ def fuse(per_model: dict[str, Detections]) -> Detections:
     return fuse_pair(first, second, MATCH_IOU)
 
 
-def fuse_pair(a: Detections, b: Detections, match_iou: float) -> Detections:
-    """Two models' faces as one list, best first: matched pairs merged, the others kept."""
+def either(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """A pair's score as the chance that either model is right: 1 - (1 - a)(1 - b), at least the higher."""
+    return 1 - (1 - a) * (1 - b)
+
+
+def fuse_pair(a: Detections, b: Detections, match_iou: float, pair_score: PairScore = either) -> Detections:
+    """Two models' faces as one list, best first: matched pairs merged (scored by `pair_score` of
+    the two scores), the others kept."""
     in_a, in_b = matches(a, b, match_iou)
     weights_a, weights_b = a.scores[in_a, None], b.scores[in_b, None]
     total = np.maximum(weights_a + weights_b, 1e-9)
     merged = Detections(
-        np.maximum(a.scores[in_a], b.scores[in_b]),
+        pair_score(a.scores[in_a], b.scores[in_b]),
         (a.boxes[in_a] * weights_a + b.boxes[in_b] * weights_b) / total,
         (a.landmarks[in_a] * weights_a[:, :, None] + b.landmarks[in_b] * weights_b[:, :, None]) / total[:, :, None],
     )

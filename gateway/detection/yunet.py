@@ -16,6 +16,18 @@ from gateway.detection.detections import Detections
 from gateway.triton.wire import ModelOutputs, OutputLayout, WireFormat
 
 STRIDES = (8, 16, 32)
+# YuNet's scores on RetinaFace's scale: a face YuNet scores RAW_SCORES[i] gets the score at which
+# RetinaFace's faces are as often right (isotonic precision on every labeled set at detail=standard,
+# fitted by `python -m bench.detectors --calibrate`; README, "Detectors"), linear between. So a
+# min_confidence means the same whichever model found a face, and fused faces rank on one scale.
+RAW_SCORES = (
+    0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45,
+    0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1,
+)  # fmt: skip
+CALIBRATED_SCORES = (
+    0, 0.02, 0.0641, 0.1308, 0.1813, 0.1841, 0.2363, 0.2578, 0.383, 0.4784, 0.6225,
+    0.6226, 0.7685, 0.7747, 0.9182, 0.9555, 0.9782, 0.9979, 0.998, 0.9981, 0.9982, 1,
+)  # fmt: skip
 GREY = (104, 117, 123)  # the uint8 padding: RetinaFace's mean, so both models can read one tensor
 BLACK = (0, 0, 0)
 
@@ -37,9 +49,15 @@ def grid(height: int, width: int) -> np.ndarray:
     return cells
 
 
+def calibrated(raw: np.ndarray) -> np.ndarray:
+    """YuNet's face scores on RetinaFace's scale (CALIBRATED_SCORES)."""
+    return np.interp(raw, RAW_SCORES, CALIBRATED_SCORES).astype(np.float32)
+
+
 def candidates(outputs: ModelOutputs, input_shape: tuple[int, int], min_score: float) -> Detections:
-    """The cells scoring at least `min_score`, best first, decoded to model-input pixels."""
-    scores = outputs.scores
+    """The cells scoring at least `min_score` (on RetinaFace's scale), best first, decoded to
+    model-input pixels."""
+    scores = calibrated(outputs.scores)
     chosen = np.flatnonzero(scores >= min_score)
     chosen = chosen[np.argsort(-scores[chosen], kind="stable")]
     cells = grid(*input_shape)[outputs.anchor_index[chosen]]

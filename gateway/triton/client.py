@@ -252,7 +252,7 @@ class TritonModel:
             self.regions.close()
 
     def _use_bytes(self, reason: str) -> None:
-        log.warning("facecrop: Triton I/O as gRPC bytes (%s)", reason)
+        log.warning("facecrop: Triton I/O for %s as gRPC bytes (%s)", self.model_name, reason)
         self.shm_active = False
 
 
@@ -367,7 +367,7 @@ class RegionPool:
         with self._lock:
             self._idle.append(probe)
             self.decided = True
-        log.warning("facecrop: Triton I/O through system shared memory (/dev/shm)")
+        log.warning("facecrop: Triton I/O for %s through system shared memory (/dev/shm)", self._model.model_name)
 
     def _fall_back(self, reason: str) -> None:
         if self._model._required:

@@ -15,6 +15,8 @@ import pytest
 import requests
 from prometheus_client.mmap_dict import MmapedDict
 
+from gateway.config import Settings
+from gateway.triton.shm import host_tag, owner
 from local_triton.processes import (
     BUILD_DIR,
     LOG_DIR,
@@ -124,6 +126,12 @@ def in_flight(metrics_dir: Path, pid: int) -> int:
     return round(sum(value for key, value, *_ in values if "facecrop_in_flight_requests" in key))
 
 
+def registered_regions(stack, pid: int) -> int:
+    """How many of worker `pid`'s shared-memory regions Triton has registered."""
+    status = requests.get(f"{stack.triton_http}/v2/systemsharedmemory/status", timeout=5).json()
+    return sum(owner(region["name"]) == (host_tag(), pid) for region in status)
+
+
 def test_a_killed_worker_is_replaced_and_requests_succeed_again():
     """Triton paused (SIGSTOP), requests pile up in both workers: one worker is killed while it
     holds some, Triton resumes; the killed worker's requests are lost (a closed connection), every
@@ -139,11 +147,13 @@ def test_a_killed_worker_is_replaced_and_requests_succeed_again():
         cleanup.callback(shutil.rmtree, metrics_dir, ignore_errors=True)
         old = child_pids(stack.gateway_process.pid)
         assert len(old) == 2
-        # its shared-memory regions for Triton (FACECROP_TRITON_SHM=auto), made once the worker has
-        # started, which may be just after the other worker answered the stack's readiness check
+        # Each worker settles its transport per served model once started (registering a region
+        # with Triton: FACECROP_TRITON_SHM=auto), before it takes requests; a worker still doing so
+        # when Triton is paused would take none. Both are done once Triton has a region of each
+        # worker for each model.
         deadline = time.monotonic() + 10
-        while not regions_of([old[0]]):
-            assert time.monotonic() < deadline, "the worker made no shared-memory regions"
+        while min(registered_regions(stack, pid) for pid in old) < len(Settings().detectors):
+            assert time.monotonic() < deadline, "a worker registered no shared-memory region per model"
             time.sleep(0.1)
         os.kill(stack.triton_process.pid, signal.SIGSTOP)
         try:

@@ -12,6 +12,7 @@ from pathlib import Path
 import requests
 from PIL import Image
 
+from gateway.config import Settings
 from gateway.detection.detectors import every_wire_format
 from gateway.triton.shm import SHM_DIR, host_tag, owner
 from local_triton.processes import (
@@ -113,8 +114,9 @@ def test_auto_falls_back_to_bytes_where_triton_cannot_open_the_regions():
             url = extra.url
             response = requests.post(f"{url}/v1/detect", data=data, headers=JPEG, timeout=60)
             assert response.status_code == 200 and len(response.json()["faces"]) > 10
-            [said] = transport_lines(log, since)
-            assert "as gRPC bytes (Triton cannot open this host's shared memory" in said
+            said = transport_lines(log, since)  # one line per served model, each naming it
+            assert len(said) == len(Settings().detectors), said
+            assert all("as gRPC bytes (Triton cannot open this host's shared memory" in line for line in said)
         with running_gateway(
             grpc, {"FACECROP_WORKERS": "1", "FACECROP_TRITON_SHM": "on"}, name="private-shm-on"
         ) as extra:

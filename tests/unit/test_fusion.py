@@ -5,6 +5,7 @@ import numpy as np
 
 from gateway.detection.detections import Detections
 from gateway.detection.fusion import fuse, fuse_pair, matches
+from gateway.detection.yunet import calibrated
 
 
 def faces(scores, boxes) -> Detections:
@@ -28,14 +29,15 @@ def test_a_matched_pair_is_merged_with_the_scores_as_weights():
     assert len(fused) == 1
     np.testing.assert_allclose(fused.boxes[0], [0.5, 0, 10.5, 10], atol=1e-5)  # 3:1 towards a's box
     np.testing.assert_allclose(fused.landmarks[0, 0], [5.5, 5], atol=1e-5)
-    assert fused.scores[0] == np.float32(0.9)  # the higher score: no face scores less than its model gave it
+    # either model right: 1 - 0.1 x 0.7, above the higher score (no face scores less than its model gave it)
+    assert fused.scores[0] == np.float32(0.93)
 
 
 def test_faces_one_model_alone_found_keep_their_scores_and_everything_is_best_first():
     a = faces([0.9, 0.4], [[0, 0, 10, 10], [50, 50, 60, 60]])
     b = faces([0.8, 0.95], [[0, 0, 10, 10], [200, 200, 260, 260]])
     fused = fuse_pair(a, b, 0.5)
-    np.testing.assert_allclose(fused.scores, [0.95, 0.9, 0.4], atol=1e-6)
+    np.testing.assert_allclose(fused.scores, [0.98, 0.95, 0.4], atol=1e-6)  # the pair 1 - 0.1 x 0.2
 
 
 def test_one_model_passes_through_and_empty_lists_fuse():
@@ -44,3 +46,12 @@ def test_one_model_passes_through_and_empty_lists_fuse():
     empty = faces([], [])
     assert len(fuse({"retinaface": empty, "yunet": empty})) == 0
     assert len(fuse({"retinaface": a, "yunet": empty})) == 1
+
+
+def test_yunet_scores_are_calibrated_onto_retinaface_s_scale_in_order():
+    raw = np.linspace(0, 1, 201)
+    scaled = calibrated(raw)
+    assert scaled[0] == 0 and scaled[-1] == 1
+    assert (np.diff(scaled) > 0).all()  # YuNet's own order is kept: no two raw scores tie
+    # a clear face YuNet scores 0.89 (the astronaut) is as sure as RetinaFace's 0.998
+    assert calibrated(np.array([0.89]))[0] > 0.99
