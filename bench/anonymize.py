@@ -111,7 +111,10 @@ def report(url: str, candidates: bool = False) -> str:
     policies = [default, FAST]
     if candidates:
         policies += [
-            Policy(t, m, d, True) for d in ("high", "auto") for t in (2, 3, 5, 8, 12) for m in (1.3, 1.4, 1.5, 1.6, 1.7)
+            Policy(t, m, d, True)
+            for d in ("high", "auto")
+            for t in (2, 3, 5, 8, 12, 16, 20, 25, 30)
+            for m in (1.3, 1.4, 1.5, 1.6, 1.7)
         ]
     details = {p.detail for p in policies}
     lines = [

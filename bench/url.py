@@ -99,7 +99,7 @@ def revalidation_lines(stack: Stack, gateway_url: str, gateway_pid: int, origin:
         "an HTTP origin (a conditional request, answered 304)": f"{crop}/{origin}skimage_astronaut.jpg",
     }
     etags = {name: requests.get(path, timeout=60).headers["ETag"] for name, path in paths.items()}
-    stats = f"{stack.triton_http}/v2/models/{Settings().model_name}/stats"
+    stats = f"{stack.triton_http}/v2/models/{Settings().model_name('retinaface')}/stats"
 
     def inferences() -> int:
         return int(requests.get(stats, timeout=10).json()["model_stats"][0]["inference_count"])

@@ -38,7 +38,7 @@ def shown(value: float, limit: float, places: int = 2) -> str:
     """`value` printed with at least `places` decimals, and with as many more as it takes (up to 9)
     for the printed figure to stand on the same side of `limit` as the value itself: 149.6 against
     150 is "149.6", never "150"; 1.304 against 1.3 is "1.304", never "1.30"."""
-    side = (value > limit) - (value < limit)
+    side = int(value > limit) - int(value < limit)  # numpy floats too: their comparisons give numpy booleans
     for digits in range(places, 10):
         text = f"{value:.{digits}f}"
         printed = float(text)

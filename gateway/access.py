@@ -13,7 +13,7 @@ from gateway.errors import Overloaded, Unauthorized
 # slot only once its source has arrived (gateway/url/views.py); everything else (health, metrics,
 # docs, the demo page) is open and unlimited.
 API_PREFIX = "/v1/"
-EXPOSED_HEADERS = "X-Crop-Rect, X-Face-Count, X-Passes, X-Request-ID"
+EXPOSED_HEADERS = "X-Crop-Rect, X-Face-Count, X-Passes, X-Detectors, X-Request-ID"
 PAGE_POLICY = (
     "default-src 'self'; img-src 'self' blob: data:; style-src 'self'; script-src 'self'; "
     "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"

@@ -13,7 +13,7 @@ from flask import Response, current_app, g
 
 from gateway.crop import CropPlan, pad_to, plan_crop, render_crop, source_scale
 from gateway.decode import DecodedImage, ImageHeader, decode_image, read_header
-from gateway.detection.postprocess import face_objects
+from gateway.detection.detections import face_objects
 from gateway.encode import AVIF_MAX_SIDE, CONTENT_TYPES, encode_image, keeps_alpha, output_format
 from gateway.errors import OutputTooLarge
 from gateway.imaging.colour import to_srgb
@@ -33,7 +33,7 @@ def detect(
     """Every face found in the image (its `header` read already, where given; transparency
     flattened onto `background`), and the face objects of the first `max_faces`."""
     services = current_app.extensions["facecrop"]
-    result = run_detection(data, services.model, services.settings, options, g.timer, header, background)
+    result = run_detection(data, services.detectors, services.settings, options, g.timer, header, background)
     image = {**image_size(result.image.size), "format": result.image.format}
     note(image=image, faces=len(result.detections), tiles=result.tiles)
     return result, face_objects(result.detections[: options.max_faces], options.landmarks)
@@ -54,11 +54,11 @@ def crop_plan(boxes: np.ndarray, image: tuple[int, int], options: CropOptions) -
 
 
 def crop_headers(plan: CropPlan, result: DetectionResult | None) -> dict[str, str]:
-    """X-Crop-Rect, and X-Face-Count and X-Passes where faces were looked for."""
+    """X-Crop-Rect, and X-Face-Count, X-Passes and X-Detectors where faces were looked for."""
     r = plan.region
     headers = {"X-Crop-Rect": f"{r.x},{r.y},{r.width},{r.height}"}
     if result is not None:
-        headers |= {"X-Face-Count": str(len(result.detections)), "X-Passes": result.passes}
+        headers |= {"X-Face-Count": str(len(result.detections))} | result.headers
     return headers
 
 

@@ -16,7 +16,7 @@ from gateway.answers import (
     image_size,
     underlay,
 )
-from gateway.detection.postprocess import face_objects
+from gateway.detection.detections import face_objects
 from gateway.params import (
     ANONYMIZE_PARAMETERS,
     CROP_PARAMETERS,
@@ -34,7 +34,7 @@ bp = Blueprint("api", __name__)
 def detect_faces():
     options = parse_detect_options(read_parameters(request, DETECT_PARAMETERS))
     result, faces = detect(read_image_bytes(request), options)
-    return jsonify(image=image_size(result.image.size), faces=faces), 200, {"X-Passes": result.passes}
+    return jsonify(image=image_size(result.image.size), faces=faces), 200, result.headers
 
 
 @bp.post("/v1/crop")
@@ -58,7 +58,7 @@ def anonymize_faces():
     result, _ = detect(data, detect_options)
     found = result.detections
     hidden = found[plausible(found.scores, found.boxes)]
-    headers = {"X-Face-Count": str(len(hidden)), "X-Passes": result.passes}
+    headers = {"X-Face-Count": str(len(hidden))} | result.headers
     if options.format == "json":
         shown = regions(hidden.boxes, options.margin, result.image.size)
         listed = [{"x": x1, "y": y1, "width": x2 - x1, "height": y2 - y1} for x1, y1, x2, y2 in shown.tolist()]

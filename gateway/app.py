@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
@@ -12,9 +13,11 @@ from werkzeug.exceptions import HTTPException
 
 from gateway import access, api, health, observe, pages
 from gateway.config import Settings
+from gateway.detection.detectors import Detectors, serve
 from gateway.detection.model import Model
 from gateway.errors import ApiError, PayloadTooLarge
 from gateway.triton.client import TritonModel
+from gateway.triton.wire import WireFormat
 from gateway.uploads import InMemoryRequest
 from gateway.url import views as url_views
 from gateway.url.admission import FetchAdmission
@@ -25,16 +28,17 @@ from gateway.url.fetch import Fetcher
 @dataclass(frozen=True)
 class Services:
     settings: Settings
-    model: Model
+    detectors: Detectors
     limit: access.InFlightLimit  # requests decoding, running the model, encoding
     fetcher: Fetcher  # the URL form's HTTP sources
     etags: EtagSealer  # the URL form's ETags
 
 
-def create_app(settings: Settings | None = None, model: Model | None = None) -> Flask:
-    """Build the gateway; `model` defaults to the Triton model named in `settings`."""
+def create_app(settings: Settings | None = None, model_for: Callable[[WireFormat], Model] | None = None) -> Flask:
+    """Build the gateway; each served model (FACECROP_DETECTORS) is `model_for(its wire format)`,
+    by default the Triton model of that name."""
     settings = settings or Settings.from_env()
-    model = model or TritonModel.from_settings(settings)
+    detectors = serve(settings.detectors, settings.wire_format, model_for or TritonModel.factory(settings))
     app = Flask(__name__)
     app.request_class = InMemoryRequest
     app.config["MAX_CONTENT_LENGTH"] = settings.max_upload_bytes
@@ -55,7 +59,7 @@ def create_app(settings: Settings | None = None, model: Model | None = None) -> 
     )
     limit = access.InFlightLimit(settings.max_in_flight)
     etags = EtagSealer(settings.etag_secret or settings.url_key)
-    app.extensions["facecrop"] = Services(settings, model, limit, fetcher, etags)
+    app.extensions["facecrop"] = Services(settings, detectors, limit, fetcher, etags)
     observe.configure_logging()
 
     app.before_request(observe.start_request)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from gateway.detection.detectors import KINDS
 from gateway.placement import SIZE_POWER
-from gateway.triton.wire import WIRE_FORMATS, WireFormat
+from gateway.triton.wire import WIRE_FORMAT_NAMES
 
 ALLOWED_SOURCE = re.compile(r"^https?://[^/?#@]+/", re.IGNORECASE)  # imgproxy's rule: the host ends with /
 
@@ -20,7 +21,8 @@ class Settings:
     triton_url: str = "127.0.0.1:8001"
     wire_format: str = "uint8"
     triton_shm: str = "auto"
-    model_name: str = ""  # empty: the wire format's model
+    detectors: tuple[str, ...] = ("retinaface", "yunet")
+    model_names: Mapping[str, str] = field(default_factory=dict)  # served model -> the name Triton has it under
     target_size: int = 1024
     pad_multiple: int = 256
     max_upload_bytes: int = 20 * 1024 * 1024
@@ -57,8 +59,11 @@ class Settings:
         FACECROP_TRITON_SHM        tensors to and from Triton through system shared memory:
                                    auto (where Triton can open this host's /dev/shm, else
                                    gRPC bytes), on (fail requests without it) or off (auto)
-        FACECROP_MODEL_NAME        model in Triton's repository (retinaface_uint8 for uint8,
-                                   retinaface for float32)
+        FACECROP_DETECTORS         comma-separated face models to serve, fused where both run:
+                                   retinaface, yunet (both; README, "Detectors")
+        FACECROP_MODEL_NAMES       comma-separated model=name pairs: a served model under another
+                                   name in Triton's repository (your own ONNX with the same
+                                   inputs and outputs), e.g. yunet_n_uint8=my_yunet (none)
         FACECROP_TARGET_SIZE       long side, in pixels, images are scaled to (1024)
         FACECROP_PAD_MULTIPLE      short side padded up to a multiple of this (256)
         FACECROP_MAX_UPLOAD_BYTES  largest accepted request body (20 MiB)
@@ -109,7 +114,8 @@ class Settings:
             triton_url=environ.get("FACECROP_TRITON_URL", cls.triton_url),
             wire_format=environ.get("FACECROP_WIRE_FORMAT", cls.wire_format),
             triton_shm=environ.get("FACECROP_TRITON_SHM", cls.triton_shm),
-            model_name=environ.get("FACECROP_MODEL_NAME", ""),
+            detectors=_words(environ.get("FACECROP_DETECTORS", ",".join(cls.detectors))),
+            model_names=dict(pair.split("=", 1) for pair in _words(environ.get("FACECROP_MODEL_NAMES", ""))),
             target_size=int(environ.get("FACECROP_TARGET_SIZE", cls.target_size)),
             pad_multiple=int(environ.get("FACECROP_PAD_MULTIPLE", cls.pad_multiple)),
             max_upload_bytes=int(environ.get("FACECROP_MAX_UPLOAD_BYTES", cls.max_upload_bytes)),
@@ -142,14 +148,15 @@ class Settings:
         )
 
     def __post_init__(self) -> None:
-        """Refuse settings the model cannot run with (its strides need multiples of 32), on
-        construction; fill in the wire format's model when none is named."""
-        if self.wire_format not in WIRE_FORMATS:
-            raise ValueError(f"FACECROP_WIRE_FORMAT must be one of {', '.join(WIRE_FORMATS)}")
+        """Refuse settings the models cannot run with (their strides need multiples of 32), on
+        construction."""
+        if self.wire_format not in WIRE_FORMAT_NAMES:
+            raise ValueError(f"FACECROP_WIRE_FORMAT must be one of {', '.join(WIRE_FORMAT_NAMES)}")
+        unknown = [name for name in self.detectors if name not in KINDS]
+        if unknown or not self.detectors or len(set(self.detectors)) < len(self.detectors):
+            raise ValueError(f"FACECROP_DETECTORS must name some of {', '.join(KINDS)}, each once")
         if self.triton_shm not in ("auto", "on", "off"):
             raise ValueError("FACECROP_TRITON_SHM must be one of auto, on, off")
-        if not self.model_name:
-            object.__setattr__(self, "model_name", self.wire.model_name)
         for name in ("max_in_flight", "fetch_concurrency", "fetch_per_origin", "source_breaker_failures"):
             if getattr(self, name) < 1:
                 raise ValueError(f"FACECROP_{name.upper()} must be at least 1")
@@ -163,10 +170,10 @@ class Settings:
                     f"FACECROP_ALLOWED_SOURCES: {prefix!r} must be * or an http(s):// prefix whose host ends with /"
                 )
 
-    @property
-    def wire(self) -> WireFormat:
-        """The wire format's single definition (model input layout, outputs, parser)."""
-        return WIRE_FORMATS[self.wire_format]
+    def model_name(self, detector: str) -> str:
+        """The Triton model serving `detector` in this wire format."""
+        served = KINDS[detector].wire_formats[self.wire_format].model_name
+        return self.model_names.get(served, served)
 
 
 def _flag(environ: Mapping[str, str], name: str) -> bool:

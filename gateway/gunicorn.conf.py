@@ -71,24 +71,26 @@ def post_fork(server, worker):
             libc.mallopt(parameter, value)
 
 
-def _model(worker):
-    """The worker's model (gateway/app.py's Services), if its app is loaded."""
+def _models(worker) -> tuple:
+    """The worker's served models (gateway/app.py's Services), if its app is loaded."""
     app = getattr(worker, "wsgi", None)
     services = app.extensions.get("facecrop") if app is not None else None
-    return services.model if services is not None else None
+    return services.detectors.models if services is not None else ()
 
 
 def post_worker_init(worker):
     """Settle how tensors travel to Triton (shared memory or bytes) now, so the log says which."""
-    if hasattr(_model(worker), "prepare"):
-        _model(worker).prepare()
+    for model in _models(worker):
+        if hasattr(model, "prepare"):
+            model.prepare()
 
 
 def worker_exit(server, worker):
     """Give back this worker's Triton shared-memory regions (also on max-requests recycling);
     a worker killed outright has its regions swept by the next one (gateway/triton/shm.py)."""
-    if hasattr(_model(worker), "close"):
-        _model(worker).close()
+    for model in _models(worker):
+        if hasattr(model, "close"):
+            model.close()
 
 
 def malloc_in_use() -> str:

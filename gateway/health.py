@@ -1,4 +1,4 @@
-"""Liveness (/healthz: the process answers) and readiness (/readyz: Triton has the model)."""
+"""Liveness (/healthz: the process answers) and readiness (/readyz: Triton has every served model)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,6 @@ def healthz():
 
 @bp.get("/readyz")
 def readyz():
-    if not current_app.extensions["facecrop"].model.is_ready():
+    if not current_app.extensions["facecrop"].detectors.is_ready():
         raise BackendUnavailable()
     return jsonify(status="ready")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.detection.postprocess import LANDMARK_NAMES
+from gateway.detection.detections import LANDMARK_NAMES
 from gateway.encode import CONTENT_TYPES
 from gateway.errors import documented_errors
 from gateway.params import ANONYMIZE, CROP, DETECT, Parameter
@@ -214,7 +214,11 @@ def openapi_document() -> dict:
         "X-Passes": {
             "description": "The detection passes that ran: `standard`, or `standard, tiled` (detail=high or auto)",
             "schema": {"type": "string", "enum": ["standard", "standard, tiled"]},
-        }
+        },
+        "X-Detectors": {
+            "description": "The face models that ran, fused where more than one: `retinaface`, `yunet`",
+            "schema": {"type": "string", "pattern": r"^[a-z0-9_]+(, [a-z0-9_]+)*$"},
+        },
     }
     face_count = {
         "X-Face-Count": {"description": "Faces detected", "schema": {"type": "string", "pattern": r"^\d+$"}},

@@ -45,7 +45,8 @@ DETECT = (
         "standard",
         "`high` adds a tiled pass at twice the scale for small faces in crowds (slower; skipped for small "
         "photos); `auto` adds it only where the standard pass sees small faces; `fast` runs the standard pass "
-        "at 640 pixels (enough to frame a crop, 2x cheaper). `X-Passes` says which ran.",
+        "at 640 pixels with YuNet alone (enough to frame a crop, 2x cheaper). `X-Passes` and `X-Detectors` say "
+        "which passes and models ran.",
         choices=("standard", "auto", "high", "fast"),
     ),
 )

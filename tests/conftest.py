@@ -55,7 +55,7 @@ def settings() -> Settings:
 @pytest.fixture
 def app(settings: Settings) -> Flask:
     """The gateway with a model stand-in that finds no face (no Triton needed)."""
-    return create_app(settings, NoFacesModel())
+    return create_app(settings, NoFacesModel)
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ class Hiding:
 
     method: str = "blur"  # blur, pixelate or fill
     strength: float = 1.0  # blur radius or block side, times half of each face's shorter side
-    margin: float = 1.5  # each region is the face box grown this many times about its centre
+    margin: float = 1.4  # each region is the face box grown this many times about its centre
     shape: str = "ellipse"  # or rect
 
 

@@ -1,8 +1,8 @@
 """Upright BGR pixels to the model's input: scale, pad to a canonical shape, lay out for the wire.
 
-Two wire formats: `uint8` NHWC pixels, padded with the mean colour (the served model
-centres them), or `float32` NCHW pixels minus the mean, padded with zeros. Either way the
-padding is zero once centred, and the image sits in the top-left corner.
+Two wire formats: `uint8` NHWC pixels, padded with the wire format's colour (RetinaFace's
+graph centres it to zero; YuNet reads it as grey), or `float32` NCHW pixels minus the wire
+format's mean, padded with zeros. The image sits in the top-left corner.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from gateway.decode import apply_orientation
 from gateway.timing import StageTimer
 from gateway.triton.wire import WireFormat
 
-BGR_MEAN = np.array([104, 117, 123], dtype=np.uint8)
 # detail=high: the tiled pass never enlarges the original more than this, and runs only where
 # it sees the image at least this many times larger than the standard pass (see tiled_scale).
 MAX_TILED_UPSCALE = 2.0
@@ -82,14 +81,15 @@ def fill_input(
     """Write `pixels` (stored with EXIF `orientation`) scaled by `scale` and turned upright into the
     top-left of one input `slot` ([H, W, 3] or [3, H, W]) and pad the rest, in place: for uint8
     the resize writes straight into the slot (a shared-memory region, say) and the padding is the
-    mean colour; for float32 the pixels minus the mean, zero padding. Turning the resized image
+    wire's colour; for float32 the pixels minus the wire's mean, zero padding. Turning the resized image
     rather than the decoded one costs a fraction of the work."""
     timer = timer or StageTimer()
     if wire.channels_last:
         with timer.stage("resize"):
             content = _resized_into(pixels, scale, orientation, slot)
         with timer.stage("preprocess"):
-            mean_row = np.tile(BGR_MEAN, (slot.shape[1], 1))  # rows copied whole: far faster than broadcasting 3 bytes
+            # rows copied whole: far faster than broadcasting 3 bytes
+            mean_row = np.tile(np.array(wire.mean, np.uint8), (slot.shape[1], 1))
             slot[: content[0], content[1] :] = mean_row[content[1] :]
             slot[content[0] :] = mean_row
         return
@@ -97,7 +97,8 @@ def fill_input(
         resized = apply_orientation(rescale(pixels, scale), orientation)
     with timer.stage("preprocess"):
         rows, cols = resized.shape[:2]
-        np.subtract(resized.transpose(2, 0, 1), BGR_MEAN.reshape(3, 1, 1), out=slot[:, :rows, :cols], dtype=np.float32)
+        mean = np.array(wire.mean, np.float32).reshape(3, 1, 1)
+        np.subtract(resized.transpose(2, 0, 1), mean, out=slot[:, :rows, :cols], dtype=np.float32)
         slot[:, :rows, cols:] = 0
         slot[:, rows:] = 0
 

@@ -88,15 +88,20 @@ class TritonModel:
         self._required = shared_memory == "on"
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> TritonModel:
+    def from_settings(cls, settings: Settings, wire: WireFormat) -> TritonModel:
+        """The model serving `wire` (under its name, or the one FACECROP_MODEL_NAMES gives it)."""
         return cls(
             settings.triton_url,
-            settings.model_name,
-            settings.wire,
+            settings.model_names.get(wire.model_name, wire.model_name),
+            wire,
             settings.infer_timeout_s,
             settings.ready_timeout_s,
             settings.triton_shm,
         )
+
+    @classmethod
+    def factory(cls, settings: Settings) -> Callable[[WireFormat], TritonModel]:
+        return lambda wire: cls.from_settings(settings, wire)
 
     @property
     def transport(self) -> str:
@@ -247,7 +252,7 @@ class TritonModel:
             self.regions.close()
 
     def _use_bytes(self, reason: str) -> None:
-        log.warning("facecrop: Triton I/O as gRPC bytes (%s)", reason)
+        log.warning("facecrop: Triton I/O for %s as gRPC bytes (%s)", self.model_name, reason)
         self.shm_active = False
 
 
@@ -362,7 +367,7 @@ class RegionPool:
         with self._lock:
             self._idle.append(probe)
             self.decided = True
-        log.warning("facecrop: Triton I/O through system shared memory (/dev/shm)")
+        log.warning("facecrop: Triton I/O for %s through system shared memory (/dev/shm)", self._model.model_name)
 
     def _fall_back(self, reason: str) -> None:
         if self._model._required:

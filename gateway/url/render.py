@@ -30,14 +30,15 @@ from gateway.answers import (
 )
 from gateway.crop import CROPPING_FITS, render_crop
 from gateway.decode import DecodedImage, ImageHeader, decode_image, read_header, upright_size
-from gateway.detection.postprocess import Detections, face_objects, finish
+from gateway.detection.detections import Detections, face_objects
+from gateway.detection.postprocess import finish
 from gateway.encode import AVIF_AUTO_MAX_SIDE, AVIF_MAX_SIDE, CONTENT_TYPES
 from gateway.imaging.animation import check_cost, encode_animation, read_animation
 from gateway.imaging.geometry import Geometry, border_rect, trim_rect, turn_detections, turn_pixels, turned_size
 from gateway.imaging.metadata import output_exif
 from gateway.imaging.saliency import salient_focus
 from gateway.observe import note
-from gateway.pipeline import FAST_SIZE, detect_frames
+from gateway.pipeline import FAST_SIZE, detect_frames, pass_headers
 from gateway.url.options import UrlOptions
 
 SAMPLED_FRAMES = 4  # an animation's frames whose faces decide its crop window (anonymize: every frame)
@@ -150,10 +151,10 @@ def render_animation(
     merged = NO_FACES
     if options.needs_faces:
         sampled = frames if options.hiding else spread(frames, SAMPLED_FRAMES)
-        found = detect_frames(sampled, services.model, services.settings, options.detect, g.timer)
+        found, models = detect_frames(sampled, services.detectors, services.settings, options.detect, g.timer)
         merged = finish(Detections.concatenate(found), (height, width), options.detect)
         per_frame = found if options.hiding else None
-        headers |= {"X-Face-Count": str(len(merged)), "X-Passes": "standard"}
+        headers |= {"X-Face-Count": str(len(merged))} | pass_headers("standard", models)
         note(faces=len(merged))
     note(image={"width": width, "height": height, "format": header.format, "frames": len(frames)})
     framing = frame(merged, options, (width, height), lambda: frames[0])

@@ -101,7 +101,8 @@ def serve(tail: str, query: str) -> ResponseReturnValue:
     fmt = negotiate(options.format, request.headers.get("Accept"))
     slow = options.slow_quality is not None and slow_connection(request.headers)
     quality = options.slow_quality if slow and options.slow_quality else options.crop.quality
-    public = describe(settings.model_name, f"{raw_source}?{query}", options.canonical, f"{fmt}@{quality}")
+    models = ",".join(settings.model_name(name) for name in settings.detectors)
+    public = describe(models, f"{raw_source}?{query}", options.canonical, f"{fmt}@{quality}")
     vary = (["Accept"] if options.format == "auto" else []) + (list(CLIENT_HINTS) if options.slow_quality else [])
     headers = {"Vary": ", ".join(vary)} if vary else {}
     if options.slow_quality:

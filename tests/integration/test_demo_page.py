@@ -30,7 +30,7 @@ def test_demo_page_labels_what_fits_and_frames_the_crop(stack, browser, width):
     if width == 1280:
         screenshot(page, "demo-page-empty.png", down_to=".panels")  # the README's docs/demo-page.png
     load_photo(page, stack)
-    assert int(page.get_attribute("#face-count", "data-count")) == expected == 27
+    assert int(page.get_attribute("#face-count", "data-count")) == expected == 30
     labels = int(page.get_attribute("#canvas", "data-labels"))
     assert 5 <= labels < expected  # only those that fit; the rest on hover
     assert page.eval_on_selector("#crop-result", "image => image.naturalWidth") == 256

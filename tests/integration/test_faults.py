@@ -15,12 +15,15 @@ import pytest
 import requests
 from prometheus_client.mmap_dict import MmapedDict
 
+from gateway.config import Settings
+from gateway.triton.shm import host_tag, owner
 from local_triton.processes import (
     BUILD_DIR,
     LOG_DIR,
     TritonPorts,
     child_pids,
     free_port,
+    running_gateway,
     running_stack,
     start_gateway,
     start_triton,
@@ -123,6 +126,12 @@ def in_flight(metrics_dir: Path, pid: int) -> int:
     return round(sum(value for key, value, *_ in values if "facecrop_in_flight_requests" in key))
 
 
+def registered_regions(stack, pid: int) -> int:
+    """How many of worker `pid`'s shared-memory regions Triton has registered."""
+    status = requests.get(f"{stack.triton_http}/v2/systemsharedmemory/status", timeout=5).json()
+    return sum(owner(region["name"]) == (host_tag(), pid) for region in status)
+
+
 def test_a_killed_worker_is_replaced_and_requests_succeed_again():
     """Triton paused (SIGSTOP), requests pile up in both workers: one worker is killed while it
     holds some, Triton resumes; the killed worker's requests are lost (a closed connection), every
@@ -138,11 +147,13 @@ def test_a_killed_worker_is_replaced_and_requests_succeed_again():
         cleanup.callback(shutil.rmtree, metrics_dir, ignore_errors=True)
         old = child_pids(stack.gateway_process.pid)
         assert len(old) == 2
-        # its shared-memory regions for Triton (FACECROP_TRITON_SHM=auto), made once the worker has
-        # started, which may be just after the other worker answered the stack's readiness check
+        # Each worker settles its transport per served model once started (registering a region
+        # with Triton: FACECROP_TRITON_SHM=auto), before it takes requests; a worker still doing so
+        # when Triton is paused would take none. Both are done once Triton has a region of each
+        # worker for each model.
         deadline = time.monotonic() + 10
-        while not regions_of([old[0]]):
-            assert time.monotonic() < deadline, "the worker made no shared-memory regions"
+        while min(registered_regions(stack, pid) for pid in old) < len(Settings().detectors):
+            assert time.monotonic() < deadline, "a worker registered no shared-memory region per model"
             time.sleep(0.1)
         os.kill(stack.triton_process.pid, signal.SIGSTOP)
         try:
@@ -180,3 +191,35 @@ def test_a_killed_worker_is_replaced_and_requests_succeed_again():
             time.sleep(0.2)
         for _ in range(6):
             assert requests.post(f"{stack.gateway}/v1/detect", files={"image": data}, timeout=30).status_code == 200
+
+
+def test_one_model_missing_from_triton_is_a_quick_503_and_one_model_alone_serves(stack):
+    """A served model Triton does not have (here YuNet under a name it lacks) fails every request
+    that needs it as Triton down does, and readiness; an operator who serves the other model alone
+    (FACECROP_DETECTORS) is served."""
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    missing = {"FACECROP_MODEL_NAMES": "yunet_n_uint8=no_such_model"}
+    port = free_port()
+    gateway = start_gateway(port, stack.triton_grpc, missing, LOG_DIR / "missing-model-gateway.log")
+    data = photo("demo/skimage_astronaut.jpg").read_bytes()
+    try:
+        wait_until_ok(f"http://127.0.0.1:{port}/healthz", gateway, timeout_s=60)
+        for detail in ("standard", "fast"):
+            started = time.monotonic()
+            response = requests.post(
+                f"http://127.0.0.1:{port}/v1/detect", files={"image": data}, params={"detail": detail}, timeout=10
+            )
+            assert time.monotonic() - started < 2
+            assert response.status_code == 503 and response.json()["error"]["code"] == "backend_unavailable"
+        assert requests.get(f"http://127.0.0.1:{port}/readyz", timeout=5).status_code == 503
+    finally:
+        stop(gateway)
+    with running_gateway(
+        stack.triton_grpc, {**missing, "FACECROP_DETECTORS": "retinaface"}, "retinaface-alone"
+    ) as alone:
+        for detail in ("standard", "fast"):
+            response = requests.post(
+                f"{alone.url}/v1/detect", files={"image": data}, params={"detail": detail}, timeout=10
+            )
+            assert response.status_code == 200 and response.headers["X-Detectors"] == "retinaface"
+            assert len(response.json()["faces"]) == 1

@@ -12,8 +12,9 @@ from pathlib import Path
 import requests
 from PIL import Image
 
+from gateway.config import Settings
+from gateway.detection.detectors import every_wire_format
 from gateway.triton.shm import SHM_DIR, host_tag, owner
-from gateway.triton.wire import WIRE_FORMATS
 from local_triton.processes import (
     BUILD_DIR,
     LOG_DIR,
@@ -113,8 +114,9 @@ def test_auto_falls_back_to_bytes_where_triton_cannot_open_the_regions():
             url = extra.url
             response = requests.post(f"{url}/v1/detect", data=data, headers=JPEG, timeout=60)
             assert response.status_code == 200 and len(response.json()["faces"]) > 10
-            [said] = transport_lines(log, since)
-            assert "as gRPC bytes (Triton cannot open this host's shared memory" in said
+            said = transport_lines(log, since)  # one line per served model, each naming it
+            assert len(said) == len(Settings().detectors), said
+            assert all("as gRPC bytes (Triton cannot open this host's shared memory" in line for line in said)
         with running_gateway(
             grpc, {"FACECROP_WORKERS": "1", "FACECROP_TRITON_SHM": "on"}, name="private-shm-on"
         ) as extra:
@@ -185,7 +187,7 @@ def test_regions_are_sized_by_the_canonical_shapes_never_by_the_request(stack):
     assert response.status_code == 200
     refused = requests.post(f"{stack.gateway}/v1/detect", data=png_declaring(60_000, 60_000), headers=PNG)
     assert refused.status_code == 413
-    wire = WIRE_FORMATS["uint8"]
-    tiles = 9 * (1024 * 1024 * 3 + wire.output_bytes(1024, 1024))
+    outputs = max(wire.output_bytes(1024, 1024) for wire in every_wire_format() if wire.name == "uint8")
+    tiles = 9 * (1024 * 1024 * 3 + outputs)
     largest = max(p.stat().st_size for p in map(SHM_DIR.joinpath, regions_of(child_pids(stack.gateway_process.pid))))
     assert largest <= tiles + (2 << 20), largest

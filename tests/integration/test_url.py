@@ -37,6 +37,7 @@ SHARED = {  # every gateway here: short fetch deadlines, and one ETag secret, as
     "FACECROP_ETAG_SECRET": ETAG_SECRET,
 }
 FACE_CROP = "width=256,height=256,fit=cover,gravity=face"
+SERVED_MODELS = ",".join(map(Settings().model_name, Settings().detectors))  # what an ETag is bound to
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +130,8 @@ def test_json_faces_detail_and_anonymize(stack, public):
     assert get(public.url, f"{FACE_CROP},detail=high/crowd.jpg").headers["X-Passes"] == "standard, tiled"
     plain = np.asarray(Image.open(io.BytesIO(get(public.url, "width=512,f=png/astronaut.jpg").content)), dtype=int)
     hidden = get(public.url, "width=512,f=png,anonymize=pixelate/astronaut.jpg")
-    assert hidden.headers["X-Face-Count"] == "1"
+    # the face, and with anonymize's privacy-first 8 % also a 16 % one beside her shoulder
+    assert hidden.headers["X-Face-Count"] == "2"
     pixels = np.asarray(Image.open(io.BytesIO(hidden.content)), dtype=int)
     x, y, w, h = 178, 56, 93, 123  # the astronaut's face: changed; the sky above her: not
     assert np.abs(pixels[y : y + h, x : x + w] - plain[y : y + h, x : x + w]).mean() > 10
@@ -373,7 +375,12 @@ def test_weak_etags_revalidate_and_made_up_ones_cannot_break_a_request(public, o
     first = get(public.url, path)
     assert get(public.url, path, **{"If-None-Match": f"W/{first.headers['ETag']}"}).status_code == 304
     # who has the secret can seal any validator into a tag of ours: none of them breaks a request
-    public_parts = describe(Settings().model_name, "crowd.jpg?", parse_url_options(FACE_CROP).canonical, "input")
+    public_parts = describe(
+        ",".join(map(Settings().model_name, Settings().detectors)),
+        "crowd.jpg?",
+        parse_url_options(FACE_CROP).canonical,
+        "input",
+    )
     for validator in ("e:caf\u00e9\u4e2d", "m:\u2028", "e:" + "x" * 5000):
         forged = EtagSealer(bytes.fromhex(ETAG_SECRET)).seal(public_parts, validator)
         assert get(public.url, path, **{"If-None-Match": forged}).status_code == 200
@@ -448,7 +455,9 @@ def test_faces_are_found_once_and_mapped_into_the_trimmed_and_turned_picture(pub
     pixels = np.asarray(Image.open(io.BytesIO(hidden.content)), dtype=int)
     x, y = 512 - 56 - 123, 178  # the face, turned
     assert np.abs(pixels[y : y + 93, x : x + 123] - plain[y : y + 93, x : x + 123]).mean() > 10
-    assert np.abs(pixels[:, :200] - plain[:, :200]).max() == 0  # far from it: untouched
+    # far from every face found (the least sure, 16 % beside the shoulder, is hidden too with its
+    # margin down to x = 197): untouched
+    assert np.abs(pixels[:, :150] - plain[:, :150]).max() == 0
 
 
 def test_the_readme_quick_start_frames_the_face(stack, scratch, tmp_path):
@@ -461,4 +470,6 @@ def test_the_readme_quick_start_frames_the_face(stack, scratch, tmp_path):
     x, y, width, height = (int(v) for v in answer.headers["X-Crop-Rect"].split(","))
     fx, fy, fw, fh = ASTRONAUT_FACE
     assert x <= fx and y <= fy and fx + fw <= x + width and fy + fh <= y + height  # the whole face
-    assert fw * fh / (width * height) >= 0.2, "the face fills the crop, not a shrunk photo"
+    # zoom=0.5: the face box about half of each side (YuNet's box, hairline to chin, 124 px high:
+    # 0.18 of the crop is the labelled 93x123 box); a shrunk photo would be 0.04
+    assert fw * fh / (width * height) >= 0.15, "the face fills the crop, not a shrunk photo"

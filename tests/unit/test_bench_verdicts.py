@@ -106,3 +106,9 @@ def test_anonymize_on_every_set_is_not_met_where_a_set_is_missing():
     _, (area, area_met) = anonymize_verdicts({**good, SETS[0]: (0.99, 0.90, 1.5004)}, SETS)
     assert not area_met and area == "largest 1.5004x"
     assert not anonymize_verdicts({}, SETS)[0][1]
+
+
+def test_shown_takes_numpy_figures():
+    import numpy as np
+
+    assert shown(np.float64(-0.0041), 0, 3) == "-0.004" and shown(np.float32(149.6), 150, 0) == "149.6"

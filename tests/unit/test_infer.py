@@ -10,6 +10,7 @@ import pytest
 from tritonclient.grpc import service_pb2
 
 from gateway.config import Settings
+from gateway.detection import retinaface, yunet
 from gateway.detection.model import infer
 from gateway.errors import BackendTimeout, BackendUnavailable
 from gateway.triton.client import CALL_ATTEMPTS, TritonModel
@@ -21,7 +22,7 @@ TENSOR = np.zeros((1, 256, 256, 3), np.uint8)
 def model_at(address: str, timeout_s: float = 0.5, shm: str = "off") -> TritonModel:
     """Bytes on the wire by default: these servers are not Triton and register no region."""
     settings = Settings(triton_url=address, infer_timeout_s=timeout_s, ready_timeout_s=timeout_s, triton_shm=shm)
-    return TritonModel.from_settings(settings)
+    return TritonModel.from_settings(settings, retinaface.WIRE_FORMATS["uint8"])
 
 
 @pytest.mark.parametrize("shm", ["off", "auto", "on"])
@@ -81,13 +82,9 @@ def test_a_socket_that_never_speaks_grpc_is_unavailable():
 
 
 def test_from_settings():
-    model = TritonModel.from_settings(Settings(triton_url="triton:8001", wire_format="float32", infer_timeout_s=3))
-    assert (model.url, model.model_name, model.wire.name, model.timeout_s) == (
-        "triton:8001",
-        "retinaface",
-        "float32",
-        3,
-    )
+    settings = Settings(triton_url="triton:8001", infer_timeout_s=3, model_names={"yunet_n": "mine"})
+    model = TritonModel.from_settings(settings, yunet.WIRE_FORMATS["float32"])
+    assert (model.url, model.model_name, model.wire.name, model.timeout_s) == ("triton:8001", "mine", "float32", 3)
 
 
 class AnswerLost(grpc.GenericRpcHandler):

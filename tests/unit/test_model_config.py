@@ -6,12 +6,12 @@ import onnxruntime
 import pytest
 from tritonclient.grpc import model_config_pb2
 
+from gateway.detection.detectors import every_wire_format
 from gateway.detection.preprocess import canonical_shape
-from gateway.triton.wire import WIRE_FORMATS
 from local_triton.processes import PRODUCTION_REPOSITORY
 from local_triton.render import cuda_variant_text, load_config, local_config, render_repository
 
-MODELS = sorted(w.model_name for w in WIRE_FORMATS.values())
+MODELS = sorted(w.model_name for w in every_wire_format())
 ONNX_TYPES = {
     "tensor(float)": model_config_pb2.TYPE_FP32,
     "tensor(uint8)": model_config_pb2.TYPE_UINT8,

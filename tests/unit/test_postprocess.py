@@ -2,16 +2,10 @@ import numpy as np
 import pytest
 from retinaface.postprocess import ANCHOR_SIZES, ANCHOR_STRIDES, generate_anchors
 
-from gateway.detection.postprocess import (
-    decode_boxes,
-    decode_landmarks,
-    detect_faces,
-    face_objects,
-    nms,
-    priors,
-)
+from gateway.detection.detections import face_objects
+from gateway.detection.postprocess import detect_faces, nms
+from gateway.detection.retinaface import WIRE_FORMATS, candidates, decode_boxes, decode_landmarks, priors
 from gateway.params import DetectOptions
-from gateway.triton.wire import WIRE_FORMATS
 
 
 @pytest.mark.parametrize("height,width", [(1024, 1024), (768, 1024), (1024, 256), (100, 60)])
@@ -80,8 +74,8 @@ def test_top_k_outputs_decode_like_raw_ones():
             "landmarks": raw.landmarks[order],
         }
     )
-    expected = detect_faces(raw, (256, 1024), 1.0, (256, 1024), DetectOptions())
-    found = detect_faces(top, (256, 1024), 1.0, (256, 1024), DetectOptions())
+    expected = detect_faces(candidates, raw, (256, 1024), 1.0, (256, 1024), DetectOptions())
+    found = detect_faces(candidates, top, (256, 1024), 1.0, (256, 1024), DetectOptions())
     assert len(found) == 2
     np.testing.assert_array_equal(found.boxes, expected.boxes)
     np.testing.assert_array_equal(found.landmarks, expected.landmarks)
@@ -92,7 +86,7 @@ def test_detections_are_mapped_back_to_original_pixels():
     index = int(np.flatnonzero((anchors[:, 2] == 256 / 1024) & (abs(anchors[:, :2] - 0.5) < 0.05).all(axis=1))[0])
     outputs = synthetic_outputs((1024, 1024), {index: 0.97})
     # the original image was 512 x 512, scaled by 2 into the model input
-    detections = detect_faces(outputs, (1024, 1024), 2.0, (512, 512), DetectOptions())
+    detections = detect_faces(candidates, outputs, (1024, 1024), 2.0, (512, 512), DetectOptions())
     cx, cy = anchors[index, :2] * 1024 / 2
     np.testing.assert_allclose(detections.boxes[0], [cx - 64, cy - 64, cx + 64, cy + 64], atol=1e-3)
     np.testing.assert_allclose(detections.landmarks[0], [[cx, cy]] * 5, atol=1e-3)
@@ -107,14 +101,14 @@ def test_boxes_are_clipped_to_the_image_and_filtered_by_options():
     corner = int(np.flatnonzero(anchors[:, 2] == 512 / 1024)[0])  # big anchor at the top-left
     small = int(np.flatnonzero(anchors[:, 2] == 16 / 1024)[500])
     outputs = synthetic_outputs((256, 1024), {corner: 0.9, small: 0.8})
-    detections = detect_faces(outputs, (256, 1024), 1.0, (200, 1000), DetectOptions(min_confidence=10))
+    detections = detect_faces(candidates, outputs, (256, 1024), 1.0, (200, 1000), DetectOptions(min_confidence=10))
     assert len(detections) == 2
     assert detections.boxes.min() >= 0
     assert (detections.boxes[:, [2, 3]] <= [1000, 200]).all()
     assert detections.scores.tolist() == pytest.approx([0.9, 0.8])
-    assert len(detect_faces(outputs, (256, 1024), 1.0, (200, 1000), DetectOptions(min_face_size=17))) == 1
+    assert len(detect_faces(candidates, outputs, (256, 1024), 1.0, (200, 1000), DetectOptions(min_face_size=17))) == 1
     assert (
-        len(detect_faces(outputs, (256, 1024), 1.0, (200, 1000), DetectOptions(max_faces=1))) == 2
+        len(detect_faces(candidates, outputs, (256, 1024), 1.0, (200, 1000), DetectOptions(max_faces=1))) == 2
     )  # max_faces only lists
-    assert len(detect_faces(outputs, (256, 1024), 1.0, (200, 1000), DetectOptions(min_confidence=85))) == 1
+    assert len(detect_faces(candidates, outputs, (256, 1024), 1.0, (200, 1000), DetectOptions(min_confidence=85))) == 1
     assert "landmarks" not in face_objects(detections, with_landmarks=False)[0]

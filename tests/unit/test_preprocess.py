@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 from gateway.decode import apply_orientation
-from gateway.detection.preprocess import BGR_MEAN, batch_shape, canonical_shape, fill_input, scale_for, to_model_input
-from gateway.triton.wire import WIRE_FORMATS
+from gateway.detection.preprocess import batch_shape, canonical_shape, fill_input, scale_for, to_model_input
+from gateway.detection.retinaface import BGR_MEAN, WIRE_FORMATS
 
 
 def test_scale_enlarges_small_images_and_shrinks_large_ones():

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from facecrop_hiding import Hiding, hidden_share, hide_faces, plausible
 
-from gateway.detection.postprocess import Detections
+from gateway.detection.detections import Detections
 from gateway.pipeline import AUTO_MIN_SCORE, AUTO_SMALL_FACE, needs_tiles
 
 

@@ -9,14 +9,14 @@ import onnx
 import pytest
 from onnx import TensorProto, numpy_helper
 
-from gateway.detection.postprocess import PRE_NMS_TOP_K, priors
+from gateway.detection.detectors import every_wire_format
 from gateway.detection.preprocess import canonical_shape
-from gateway.triton.wire import WIRE_FORMATS
+from gateway.detection.retinaface import PRE_NMS_TOP_K, priors
 from local_triton.processes import PRODUCTION_REPOSITORY
 from local_triton.render import load_config
 
 TENSORRT_MAX_TOP_K = 3840  # TensorRT's TopK layer: K <= 3840
-MODELS = sorted(w.model_name for w in WIRE_FORMATS.values())
+MODELS = sorted(w.model_name for w in every_wire_format())
 
 
 def load_graph(model: str) -> onnx.GraphProto:

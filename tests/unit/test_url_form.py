@@ -325,7 +325,7 @@ def test_api_keys_do_not_leak_through_the_url_form(originals):
 
 
 def test_relative_sources_need_an_origin_and_absolute_ones_an_allowed_prefix():
-    client = create_app(Settings(), NoFacesModel()).test_client()
+    client = create_app(Settings(), NoFacesModel).test_client()
     for path in ("width=10/a.jpg", "width=10/https://example.com/a.jpg"):
         response = client.get(f"/cdn-cgi/image/{path}")
         assert response.status_code == 403 and response.json["error"]["code"] == "source_not_allowed"
@@ -397,16 +397,16 @@ def test_faces_are_looked_for_only_where_the_answer_depends_on_them(originals, o
 @pytest.mark.parametrize(
     "options,confidence,detail,margin",
     [
-        # The privacy-first defaults of /v1/anonymize (README: 8 %, detail=auto, margin 1.5).
-        ("anonymize=blur", 8.0, "auto", 1.5),
-        ("anonymize=pixelate,width=64", 8.0, "auto", 1.5),
-        ("anonymize=fill,preset=privacy", 8.0, "auto", 1.5),
+        # The privacy-first defaults of /v1/anonymize (README: 8 %, detail=auto, margin 1.4).
+        ("anonymize=blur", 8.0, "auto", 1.4),
+        ("anonymize=pixelate,width=64", 8.0, "auto", 1.4),
+        ("anonymize=fill,preset=privacy", 8.0, "auto", 1.4),
         # preset=fast: the standard pass, 12 %, margin 1.3; an option given still applies.
         ("anonymize=blur,preset=fast", 12.0, "standard", 1.3),
         ("anonymize=blur,preset=fast,min-confidence=30", 30.0, "standard", 1.3),
         ("anonymize=blur,preset=fast,detail=high", 12.0, "high", 1.3),
-        ("anonymize=blur,detail=fast", 8.0, "fast", 1.5),
-        ("anonymize=blur,min-confidence=60", 60.0, "auto", 1.5),
+        ("anonymize=blur,detail=fast", 8.0, "fast", 1.4),
+        ("anonymize=blur,min-confidence=60", 60.0, "auto", 1.4),
         # No anonymize: a crop's own defaults.
         ("width=64", 50.0, "fast", None),
     ],

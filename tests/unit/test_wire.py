@@ -6,11 +6,13 @@ from tritonclient.grpc import model_config_pb2
 
 from bench.onnx_model import OnnxModel
 from gateway.config import Settings
-from gateway.triton.wire import INPUT_NAME, WIRE_FORMATS
+from gateway.detection.detectors import every_wire_format
+from gateway.triton.wire import INPUT_NAME
 from local_triton.processes import PRODUCTION_REPOSITORY
 from local_triton.render import load_config
 
 TRITON_TYPES = {np.uint8: model_config_pb2.TYPE_UINT8, np.float32: model_config_pb2.TYPE_FP32}
+WIRE_FORMATS = {wire.model_name: wire for wire in every_wire_format()}
 
 
 @pytest.mark.parametrize("name", sorted(WIRE_FORMATS))
@@ -28,7 +30,10 @@ def test_wire_format_matches_its_config(name):
 def test_parsed_outputs_of_a_batch(name):
     wire = WIRE_FORMATS[name]
     shape = (2, 256, 1024, 3) if wire.channels_last else (2, 3, 256, 1024)
-    outputs = OnnxModel(wire, threads=1)(np.zeros(shape, wire.dtype))
+    named = OnnxModel(wire, threads=1).run(np.zeros(shape, wire.dtype))
+    for name, (expected, columns, dtype), output in zip(wire.output_names, wire.layout(256, 1024), named):
+        assert (output.shape[1:], output.dtype) == (columns, dtype) and expected == name
+    outputs = wire.outputs(dict(zip(wire.output_names, named)))
     assert len(outputs) == 2
     for image in outputs:
         assert image.scores.ndim == 1 and len(image.anchor_index) == len(image.scores) == len(image.loc) == len(
@@ -37,10 +42,16 @@ def test_parsed_outputs_of_a_batch(name):
         assert image.loc.shape[1] == 4 and image.landmarks.shape[1] == 10
 
 
-def test_settings_pick_the_wire_formats_model_and_refuse_unknown_ones():
-    assert Settings().model_name == "retinaface_uint8" and Settings(wire_format="float32").model_name == "retinaface"
-    assert Settings(wire_format="float32", model_name="custom").model_name == "custom"
+def test_settings_pick_the_wire_formats_models_and_refuse_unknown_ones():
+    assert [Settings().model_name(d) for d in Settings().detectors] == ["retinaface_uint8", "yunet_n_uint8"]
+    assert Settings(wire_format="float32").model_name("yunet") == "yunet_n"
+    renamed = Settings.from_env({"FACECROP_MODEL_NAMES": "yunet_n_uint8=mine", "FACECROP_DETECTORS": "yunet"})
+    assert renamed.detectors == ("yunet",) and renamed.model_name("yunet") == "mine"
+    assert renamed.model_name("retinaface") == "retinaface_uint8"
     with pytest.raises(ValueError, match="FACECROP_WIRE_FORMAT"):
         Settings(wire_format="x")
+    for detectors in ("", "scrfd", "yunet,yunet"):
+        with pytest.raises(ValueError, match="FACECROP_DETECTORS"):
+            Settings.from_env({"FACECROP_DETECTORS": detectors})
     with pytest.raises(ValueError, match="FACECROP_TARGET_SIZE"):
         Settings(target_size=1000)

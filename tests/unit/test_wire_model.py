@@ -1,48 +1,63 @@
-"""The uint8 wire model finds exactly what the original float32 model finds, on real photos."""
+"""Each uint8 wire model finds exactly what its original float32 model finds, on real photos."""
+
+import importlib.util
 
 import numpy as np
 import pytest
 
 from bench.onnx_model import OnnxModel
 from gateway.config import Settings
+from gateway.detection.detectors import KINDS, serve
 from gateway.params import DetectOptions
 from gateway.pipeline import run_detection
-from gateway.triton.wire import WIRE_FORMATS
 from local_triton.processes import PRODUCTION_REPOSITORY
 from tests.support import photo
 
 
 @pytest.fixture(scope="module")
-def models():
-    return {fmt: OnnxModel(wire, threads=2) for fmt, wire in WIRE_FORMATS.items()}
+def fetch_model():
+    """scripts/fetch_model.py, loaded from its file (it is no package)."""
+    spec = importlib.util.spec_from_file_location(
+        "fetch_model", PRODUCTION_REPOSITORY.parent / "scripts" / "fetch_model.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
+@pytest.mark.parametrize("detector", sorted(KINDS))
 @pytest.mark.parametrize(
     "name", ["demo/widertest_20_Family_Group_Family_Group_20_435.jpg", "demo/skimage_astronaut.jpg"]
 )
-def test_same_faces_from_both_wire_formats(models, name):
+def test_same_faces_from_both_wire_formats(detector, name):
     data = photo(name).read_bytes()
     options = DetectOptions(min_confidence=2, max_faces=1000)
-    results = {
-        fmt: run_detection(data, model, Settings(wire_format=fmt), options).detections for fmt, model in models.items()
-    }
+    results = {}
+    for fmt in KINDS[detector].wire_formats:
+        detectors = serve((detector,), fmt, lambda wire: OnnxModel(wire, threads=2))
+        results[fmt] = run_detection(data, detectors, Settings(wire_format=fmt), options).detections
     assert len(results["uint8"]) == len(results["float32"]) > 0
     np.testing.assert_allclose(results["uint8"].scores, results["float32"].scores, atol=1e-5)
     np.testing.assert_allclose(results["uint8"].boxes, results["float32"].boxes, atol=0.05)
     np.testing.assert_allclose(results["uint8"].landmarks, results["float32"].landmarks, atol=0.05)
 
 
-def test_the_wire_model_builder_uses_the_gateways_constants():
+def test_the_wire_model_builder_uses_the_gateways_constants(fetch_model):
     """scripts/fetch_model.py stays standalone (the init image has no gateway); its copies must agree."""
-    import importlib.util
+    from gateway.detection.retinaface import BGR_MEAN, PRE_NMS_TOP_K
+    from gateway.detection.yunet import STRIDES
 
-    from gateway.detection.postprocess import PRE_NMS_TOP_K
-    from gateway.detection.preprocess import BGR_MEAN
-
-    spec = importlib.util.spec_from_file_location(
-        "fetch_model", PRODUCTION_REPOSITORY.parent / "scripts" / "fetch_model.py"
-    )
-    fetch_model = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fetch_model)
     assert fetch_model.PRE_NMS_TOP_K == PRE_NMS_TOP_K
-    assert list(fetch_model.BGR_MEAN) == BGR_MEAN.tolist()
+    assert list(fetch_model.BGR_MEAN) == list(BGR_MEAN)
+    assert fetch_model.YUNET_STRIDES == STRIDES
+
+
+def test_yunet_is_refused_unless_it_is_the_pinned_file(fetch_model, tmp_path):
+    """A wrong or missing YuNet file stops the install with what to do, before anything is written."""
+    wrong = tmp_path / "yunet.onnx"
+    wrong.write_bytes(b"not a model")
+    with pytest.raises(SystemExit, match=fetch_model.YUNET_SHA256):
+        fetch_model.install_models(tmp_path / "repository", wrong)
+    with pytest.raises(SystemExit, match="--yunet FILE"):
+        fetch_model.install_models(tmp_path / "repository", tmp_path / "absent.onnx")
+    assert not (tmp_path / "repository").exists()

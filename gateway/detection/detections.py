@@ -1,0 +1,61 @@
+"""Faces as arrays: scores, corner boxes and landmark points, in one pixel frame."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+LANDMARK_NAMES = ("left_eye", "right_eye", "nose", "mouth_left", "mouth_right")
+
+
+@dataclass(frozen=True)
+class Detections:
+    """Face candidates or faces: scores, corner boxes and landmark points, in one pixel frame."""
+
+    scores: np.ndarray  # [K], 0-1
+    boxes: np.ndarray  # [K, 4] x1, y1, x2, y2
+    landmarks: np.ndarray  # [K, 5, 2] x, y
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+    def __getitem__(self, selection: slice | np.ndarray) -> Detections:
+        """The detections at `selection` (a slice, indices or a boolean mask), in that order."""
+        return Detections(self.scores[selection], self.boxes[selection], self.landmarks[selection])
+
+    def scaled(self, offset: tuple[float, float], scale: float | np.ndarray) -> Detections:
+        """Moved by `offset` (x, y), then divided by `scale` (one, or x and y): from a tile's or a
+        resized image's pixels to the pixels it was made from."""
+        shift = np.asarray(offset, dtype=np.float32)
+        per_axis = np.broadcast_to(np.asarray(scale, dtype=np.float32), (2,))
+        boxes = (self.boxes + np.tile(shift, 2)) / np.tile(per_axis, 2)
+        return Detections(self.scores, boxes, (self.landmarks + shift) / per_axis)
+
+    @staticmethod
+    def concatenate(parts: list[Detections]) -> Detections:
+        return Detections(
+            np.concatenate([p.scores for p in parts]),
+            np.concatenate([p.boxes for p in parts]).reshape(-1, 4),
+            np.concatenate([p.landmarks for p in parts]).reshape(-1, 5, 2),
+        )
+
+    @staticmethod
+    def empty() -> Detections:
+        return Detections(np.zeros(0, np.float32), np.zeros((0, 4), np.float32), np.zeros((0, 5, 2), np.float32))
+
+
+def face_objects(detections: Detections, with_landmarks: bool) -> list[dict]:
+    """The API's face objects: percent confidence, integer rectangle and landmark points."""
+    corners = np.rint(detections.boxes).astype(int)
+    points = np.rint(detections.landmarks).astype(int)
+    faces = []
+    for score, (x1, y1, x2, y2), face_points in zip(detections.scores, corners.tolist(), points.tolist()):
+        face = {
+            "confidence": round(float(score) * 100, 3),
+            "face_rectangle": {"x": x1, "y": y1, "width": x2 - x1, "height": y2 - y1},
+        }
+        if with_landmarks:
+            face["landmarks"] = dict(zip(LANDMARK_NAMES, face_points))
+        faces.append(face)
+    return faces

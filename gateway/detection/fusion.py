@@ -1,0 +1,75 @@
+"""Two models' faces as one list: each face both found, merged; each only one found, kept.
+
+Each model's faces arrive suppressed on their own (no two of one model overlap much). A face
+of one model and a face of the other are the same face where each is the other's best
+overlap, at least MATCH_IOU; the pair's box and landmarks are averaged with the scores as
+weights (weighted box fusion, Solovyev et al.), its score is the chance that either model is
+right, 1 - (1 - a)(1 - b): both scores are on one scale (YuNet's calibrated to RetinaFace's,
+gateway/detection/yunet.py), agreement ranks a face up, and no face scores less than its model
+gave it: at any min_confidence, fusing finds every face either model finds alone (README,
+"Detectors"; chosen by `python -m bench.detectors`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from gateway.detection.detections import Detections
+
+MATCH_IOU = 0.3
+
+PairScore = Callable[[np.ndarray, np.ndarray], np.ndarray]  # a matched pair's two scores -> its score
+
+
+def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU of every corner box (x1, y1, x2, y2) in `a` [N, 4] with every one in `b` [M, 4]."""
+    top_left = np.maximum(a[:, None, :2], b[None, :, :2])
+    bottom_right = np.minimum(a[:, None, 2:], b[None, :, 2:])
+    intersection = np.prod(np.clip(bottom_right - top_left, 0, None), axis=2)
+    area_a = np.prod(a[:, 2:] - a[:, :2], axis=1)
+    area_b = np.prod(b[:, 2:] - b[:, :2], axis=1)
+    return intersection / np.maximum(area_a[:, None] + area_b[None, :] - intersection, 1e-9)
+
+
+def matches(a: Detections, b: Detections, min_iou: float) -> tuple[np.ndarray, np.ndarray]:
+    """Index pairs (into `a`, into `b`) of faces that are each other's best overlap, at least `min_iou`."""
+    if not len(a) or not len(b):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    overlaps = iou_matrix(a.boxes, b.boxes)
+    best_in_b = overlaps.argmax(axis=1)
+    best_in_a = overlaps.argmax(axis=0)
+    in_a = np.flatnonzero((best_in_a[best_in_b] == np.arange(len(a))) & (overlaps.max(axis=1) >= min_iou))
+    return in_a, best_in_b[in_a]
+
+
+def fuse(per_model: dict[str, Detections]) -> Detections:
+    """The models' faces (each already suppressed) as one list, best first."""
+    parts = list(per_model.values())
+    if len(parts) == 1:
+        return parts[0]
+    first, second = parts
+    return fuse_pair(first, second, MATCH_IOU)
+
+
+def either(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """A pair's score as the chance that either model is right: 1 - (1 - a)(1 - b), at least the higher."""
+    return 1 - (1 - a) * (1 - b)
+
+
+def fuse_pair(a: Detections, b: Detections, match_iou: float, pair_score: PairScore = either) -> Detections:
+    """Two models' faces as one list, best first: matched pairs merged (scored by `pair_score` of
+    the two scores), the others kept."""
+    in_a, in_b = matches(a, b, match_iou)
+    weights_a, weights_b = a.scores[in_a, None], b.scores[in_b, None]
+    total = np.maximum(weights_a + weights_b, 1e-9)
+    merged = Detections(
+        pair_score(a.scores[in_a], b.scores[in_b]),
+        (a.boxes[in_a] * weights_a + b.boxes[in_b] * weights_b) / total,
+        (a.landmarks[in_a] * weights_a[:, :, None] + b.landmarks[in_b] * weights_b[:, :, None]) / total[:, :, None],
+    )
+    only_a = np.setdiff1d(np.arange(len(a)), in_a)
+    only_b = np.setdiff1d(np.arange(len(b)), in_b)
+    every = Detections.concatenate([merged, a[only_a], b[only_b]])
+    return every[np.argsort(-every.scores, kind="stable")]

