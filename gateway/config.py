@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from gateway.detection.detectors import KINDS
+from gateway.detection.detectors import KINDS, every_wire_format
 from gateway.placement import SIZE_POWER
 from gateway.triton.wire import WIRE_FORMAT_NAMES
 
@@ -115,7 +115,7 @@ class Settings:
             wire_format=environ.get("FACECROP_WIRE_FORMAT", cls.wire_format),
             triton_shm=environ.get("FACECROP_TRITON_SHM", cls.triton_shm),
             detectors=_words(environ.get("FACECROP_DETECTORS", ",".join(cls.detectors))),
-            model_names=dict(pair.split("=", 1) for pair in _words(environ.get("FACECROP_MODEL_NAMES", ""))),
+            model_names=_pairs(environ.get("FACECROP_MODEL_NAMES", ""), "FACECROP_MODEL_NAMES"),
             target_size=int(environ.get("FACECROP_TARGET_SIZE", cls.target_size)),
             pad_multiple=int(environ.get("FACECROP_PAD_MULTIPLE", cls.pad_multiple)),
             max_upload_bytes=int(environ.get("FACECROP_MAX_UPLOAD_BYTES", cls.max_upload_bytes)),
@@ -155,6 +155,9 @@ class Settings:
         unknown = [name for name in self.detectors if name not in KINDS]
         if unknown or not self.detectors or len(set(self.detectors)) < len(self.detectors):
             raise ValueError(f"FACECROP_DETECTORS must name some of {', '.join(KINDS)}, each once")
+        known = {wire.model_name for wire in every_wire_format()}
+        if set(self.model_names) - known:
+            raise ValueError(f"FACECROP_MODEL_NAMES renames models among {', '.join(sorted(known))}")
         if self.triton_shm not in ("auto", "on", "off"):
             raise ValueError("FACECROP_TRITON_SHM must be one of auto, on, off")
         for name in ("max_in_flight", "fetch_concurrency", "fetch_per_origin", "source_breaker_failures"):
@@ -172,8 +175,11 @@ class Settings:
 
     def model_name(self, detector: str) -> str:
         """The Triton model serving `detector` in this wire format."""
-        served = KINDS[detector].wire_formats[self.wire_format].model_name
-        return self.model_names.get(served, served)
+        return self.triton_name(KINDS[detector].wire_formats[self.wire_format].model_name)
+
+    def triton_name(self, model: str) -> str:
+        """The name Triton has `model` under (FACECROP_MODEL_NAMES, else its own)."""
+        return self.model_names.get(model, model)
 
 
 def _flag(environ: Mapping[str, str], name: str) -> bool:
@@ -188,6 +194,14 @@ def _hex(environ: Mapping[str, str], name: str) -> bytes:
         return bytes.fromhex(environ.get(name, ""))
     except ValueError:
         raise ValueError(f"{name} must be hexadecimal") from None
+
+
+def _pairs(text: str, name: str) -> dict[str, str]:
+    """`key=value` words as a dict; a word without `=` is refused by `name`."""
+    words = _words(text)
+    if any("=" not in word for word in words):
+        raise ValueError(f"{name} takes comma-separated model=name pairs, e.g. yunet_n_uint8=my_yunet")
+    return dict(word.split("=", 1) for word in words)
 
 
 def _words(text: str, separator: str = ",") -> tuple[str, ...]:

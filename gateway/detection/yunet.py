@@ -97,10 +97,11 @@ def _raw_outputs(named: dict[str, np.ndarray]) -> ModelOutputs:
 
 
 def _raw_layout(height: int, width: int) -> OutputLayout:
-    widths = {"cls": 1, "obj": 1, "bbox": 4, "kps": 10}
-    counts = dict(zip(STRIDES, cell_counts(height, width)))
+    counts = cell_counts(height, width)
     return tuple(
-        (name, (counts[int(name.split("_")[1])], widths[name.split("_")[0]]), np.float32) for name in RAW_OUTPUTS
+        (f"{kind}_{s}", (count, size), np.float32)
+        for kind, size in RAW_WIDTHS.items()
+        for s, count in zip(STRIDES, counts)
     )
 
 

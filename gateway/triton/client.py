@@ -92,7 +92,7 @@ class TritonModel:
         """The model serving `wire` (under its name, or the one FACECROP_MODEL_NAMES gives it)."""
         return cls(
             settings.triton_url,
-            settings.model_names.get(wire.model_name, wire.model_name),
+            settings.triton_name(wire.model_name),
             wire,
             settings.infer_timeout_s,
             settings.ready_timeout_s,

@@ -53,5 +53,8 @@ def test_settings_pick_the_wire_formats_models_and_refuse_unknown_ones():
     for detectors in ("", "scrfd", "yunet,yunet"):
         with pytest.raises(ValueError, match="FACECROP_DETECTORS"):
             Settings.from_env({"FACECROP_DETECTORS": detectors})
+    for renames in ("yunet_n_uint8", "yunet_uint8=mine"):  # not a pair; a model no wire format has
+        with pytest.raises(ValueError, match="FACECROP_MODEL_NAMES"):
+            Settings.from_env({"FACECROP_MODEL_NAMES": renames})
     with pytest.raises(ValueError, match="FACECROP_TARGET_SIZE"):
         Settings(target_size=1000)
