@@ -23,11 +23,10 @@ from bench.phone import process_cpu_s
 from bench.placement import SETS, counted_truth, score
 from bench.thumbor import running_thumbor, smart_crop, smart_crop_rect
 from bench.verdicts import record, shown
-from gateway.config import Settings
 from gateway.crop import Rect
 from local_triton.processes import SHARED_FACES, Stack, running_gateway, running_stack
 from tests.origins import photo_origin
-from tests.support import labeled_set
+from tests.support import inferences, labeled_set
 
 SIZES = ((256, 256), (1200, 400))
 FACE_CROP = "fit=cover,gravity=face,zoom=0"
@@ -99,10 +98,6 @@ def revalidation_lines(stack: Stack, gateway_url: str, gateway_pid: int, origin:
         "an HTTP origin (a conditional request, answered 304)": f"{crop}/{origin}skimage_astronaut.jpg",
     }
     etags = {name: requests.get(path, timeout=60).headers["ETag"] for name, path in paths.items()}
-    stats = f"{stack.triton_http}/v2/models/{Settings().model_name('retinaface')}/stats"
-
-    def inferences() -> int:
-        return int(requests.get(stats, timeout=10).json()["model_stats"][0]["inference_count"])
 
     def cpu_per_request(url: str, headers: dict[str, str], status: int) -> float:
         with requests.Session() as session:
@@ -112,7 +107,7 @@ def revalidation_lines(stack: Stack, gateway_url: str, gateway_pid: int, origin:
                 assert session.get(url, headers=headers, timeout=60).status_code == status
             return (process_cpu_s(gateway_pid) - started) / REVALIDATIONS * 1000
 
-    before, downloads = inferences(), state.bodies["/skimage_astronaut.jpg"]
+    before, downloads = inferences(stack.triton_http), state.bodies["/skimage_astronaut.jpg"]
     lines = []
     for name, path in paths.items():
         revalidated = cpu_per_request(path, {"If-None-Match": etags[name]}, 304)
@@ -127,7 +122,7 @@ def revalidation_lines(stack: Stack, gateway_url: str, gateway_pid: int, origin:
             f"- 304 revalidation from {name}: gateway CPU **{revalidated:.2f} ms** per request, /healthz "
             f"{health:.2f} ms: **{revalidated / health:.2f}x** (target <= 2)"
         )
-    calls = inferences() - before
+    calls = inferences(stack.triton_http) - before
     record("#28", "no model call in a 304", f"{calls} in {2 * (REVALIDATIONS + 1)} revalidations", calls == 0)
     lines.append(
         f"- over {2 * (REVALIDATIONS + 1)} revalidations: model inferences **{calls}**, downloads "

@@ -163,8 +163,15 @@ def error_of(response: requests.Response, status: int, code: str) -> dict:
 def model_statistics(stack, detector: str = "retinaface") -> dict:
     """Triton's statistics of one of the gateway's models."""
     name = Settings().model_name(detector)
-    stats = requests.get(f"{stack.triton_http}/v2/models/{name}/stats", timeout=10).json()
-    return stats["model_stats"][0]
+    return requests.get(f"{stack.triton_http}/v2/models/{name}/stats", timeout=10).json()["model_stats"][0]
+
+
+def inferences(triton_http: str) -> int:
+    """Triton's inference count summed over every model a gateway serves (the URL form's default
+    `detail=fast` runs YuNet alone, the API's `standard` both)."""
+    names = [Settings().model_name(detector) for detector in Settings().detectors]
+    stats = [requests.get(f"{triton_http}/v2/models/{name}/stats", timeout=10).json() for name in names]
+    return sum(int(s["model_stats"][0]["inference_count"]) for s in stats)
 
 
 CHROMIUM = "/usr/bin/chromium"  # Debian's package; `make test` installs it
