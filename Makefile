@@ -15,7 +15,7 @@ PROFILES := build/.icc-profiles
 # exact tree of tests/frontend/package-lock.json; Debian's Node.js and npm where there is no node).
 FRONTEND := tests/frontend/node_modules/.package-lock.json
 
-.PHONY: serve stop test lint bench profile soak model venv clean gpu-check up-cpu down-cpu
+.PHONY: serve stop test lint docs bench profile soak model venv clean gpu-check up-cpu down-cpu
 
 # The virtual environment, from the exact pins in the lock files (no resolution at install).
 $(VENV)/.installed: requirements-dev.lock gateway/requirements.lock client/pyproject.toml
@@ -78,8 +78,13 @@ lint: $(VENV)/.installed
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 
-test: lint $(MODEL) $(CHROMIUM) $(NGINX) $(JEMALLOC) $(PROFILES) $(FRONTEND)
+test: lint docs $(MODEL) $(CHROMIUM) $(NGINX) $(JEMALLOC) $(PROFILES) $(FRONTEND)
 	$(PY) -m pytest
+
+# The documentation site (mkdocs.yml) into build/site, strictly: a broken link, a missing page or
+# anchor fails it; the reference tables are generated from the code (docs/hooks.py).
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 # Every section, side by side in one run (about two hours here); `make bench BENCH_ARGS="--sections
 # core,video"` runs some of them (python -m bench --help lists them).

@@ -1,151 +1,135 @@
-"""All gateway settings, read once from environment variables (documented defaults below)."""
+"""All gateway settings, read once from environment variables: each declared once below, with its
+default and meaning (the source of the configuration reference, docs/configuration.md)."""
 
 from __future__ import annotations
 
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import Field, dataclass, field, fields
+from typing import Any
 
 from gateway.detection.detectors import KINDS, every_wire_format
 from gateway.placement import SIZE_POWER
 from gateway.triton.wire import WIRE_FORMAT_NAMES
 
 ALLOWED_SOURCE = re.compile(r"^https?://[^/?#@]+/", re.IGNORECASE)  # imgproxy's rule: the host ends with /
+PREFIX = "FACECROP_"
+
+
+def setting(default: Any, meaning: str, shown: str | None = None) -> Any:
+    """A Settings field read from FACECROP_<NAME>; `shown`: the default as the reference says it."""
+    metadata = {"meaning": meaning, "shown": shown}
+    if isinstance(default, dict):
+        return field(default_factory=lambda: dict(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Gateway configuration; `from_env` documents each variable and its default."""
+    """Gateway configuration: each field is read from FACECROP_ and its name in capitals."""
 
-    triton_url: str = "127.0.0.1:8001"
-    wire_format: str = "uint8"
-    triton_shm: str = "auto"
-    detectors: tuple[str, ...] = ("retinaface", "yunet")
-    model_names: Mapping[str, str] = field(default_factory=dict)  # served model -> the name Triton has it under
-    target_size: int = 1024
-    pad_multiple: int = 256
-    max_upload_bytes: int = 20 * 1024 * 1024
-    max_pixels: int = 100_000_000
-    max_side: int = 12_000
-    max_animation_frames: int = 1000
-    infer_timeout_s: float = 10.0
-    ready_timeout_s: float = 1.0
-    max_in_flight: int = 16
-    api_keys: tuple[str, ...] = ()
-    cors_origins: tuple[str, ...] = ()
-    origin: str = ""  # the URL form's relative sources: an http(s) base URL or a directory; "": none
-    allowed_sources: tuple[str, ...] = ()
-    allow_private_sources: bool = False
-    url_key: bytes = b""
-    url_salt: bytes = b""
-    allow_unsigned_urls: bool = False
-    source_connect_timeout_s: float = 3.0
-    source_timeout_s: float = 10.0
-    fetch_concurrency: int = 8
-    fetch_per_origin: int = 4
-    source_breaker_failures: int = 5
-    source_breaker_cool_down_s: float = 30.0
-    etag_secret: bytes = b""
-    placement_power: float = SIZE_POWER
+    triton_url: str = setting("127.0.0.1:8001", "Triton's gRPC address, host:port")
+    wire_format: str = setting(
+        "uint8",
+        "tensor sent to Triton: `uint8` (models `retinaface_uint8`, `yunet_n_uint8`; NHWC pixels, the model "
+        "centres them) or `float32` (models `retinaface`, `yunet_n`; NCHW, centred here)",
+    )
+    triton_shm: str = setting(
+        "auto",
+        "tensors through Triton's system shared memory: `auto` (where Triton can open this host's `/dev/shm`, "
+        "else gRPC bytes), `on` (503 without it), `off` (bytes)",
+    )
+    detectors: tuple[str, ...] = setting(
+        ("retinaface", "yunet"),
+        "comma-separated face models served, fused where both run ([Detectors](detectors.md)); one alone "
+        "runs at every `detail`",
+    )
+    model_names: Mapping[str, str] = setting(
+        {},
+        "comma-separated `model=name` pairs: a served model under another name in Triton's repository, e.g. "
+        "`yunet_n_uint8=my_yunet` (your own ONNX with the same inputs and outputs); a model no wire format "
+        "has, or a word without `=`, stops the gateway at start-up",
+    )
+    target_size: int = setting(1024, "long side images are scaled to (a multiple of 32)")
+    pad_multiple: int = setting(256, "short side padded up to a multiple of this (a multiple of 32)")
+    max_upload_bytes: int = setting(20 * 1024 * 1024, "largest request body (then 413)", "20971520 (20 MiB)")
+    max_pixels: int = setting(100_000_000, "largest width x height, checked from the header (Cloudflare's)")
+    max_side: int = setting(12_000, "longest side, checked from the header, and the URL form's largest output side")
+    max_animation_frames: int = setting(
+        1000,
+        "most frames an animation kept as one (`anim=true`) may have, counted before any is decoded (as "
+        "imgproxy's `IMGPROXY_MAX_ANIMATION_FRAMES`); more, or more than 50 MP of frames in (Cloudflare's) or "
+        "out (frames x output size), answer 413 `image_too_large` (`anim=false` answers the first frame)",
+    )
+    infer_timeout_s: float = setting(10.0, "deadline of one inference call (then 504)")
+    ready_timeout_s: float = setting(1.0, "deadline of Triton's readiness check behind `/readyz`")
+    max_in_flight: int = setting(
+        16,
+        "requests one worker decodes, runs the models for and encodes at once (the API's, and the URL "
+        "form's once their source is here); more get 429 with `Retry-After` at once",
+    )
+    api_keys: tuple[str, ...] = setting(
+        (), "comma-separated keys required as `Authorization: Bearer KEY` on the API (none: no authentication)"
+    )
+    cors_origins: tuple[str, ...] = setting(
+        (), "comma-separated browser origins allowed to call the API (none: CORS off)"
+    )
+    origin: str = setting(
+        "",
+        "where the URL form's relative sources are read: an `http(s)://` base URL or a directory (none: only "
+        "absolute sources)",
+        "none (`make serve`: `originals/`; compose: `./originals` mounted at `/srv/originals`)",
+    )
+    allowed_sources: tuple[str, ...] = setting(
+        (), "comma-separated URL prefixes (host ending in `/`) absolute sources must start with; `*`: any host"
+    )
+    allow_private_sources: bool = setting(
+        False, "absolute sources and redirects may reach loopback, private and link-local addresses"
+    )
+    url_key: bytes = setting(b"", "hex; with a key, every URL of the URL form must be signed")
+    url_salt: bytes = setting(b"", "hex; the salt signatures are computed with")
+    allow_unsigned_urls: bool = setting(False, "unsigned URLs even where API keys are set")
+    source_connect_timeout_s: float = setting(3.0, "connecting to an origin")
+    source_timeout_s: float = setting(
+        10.0,
+        "a whole source fetch on the wall clock: name lookups, connecting, redirects, headers, 1xx answers, "
+        "body, chunk lines and trailers",
+    )
+    fetch_concurrency: int = setting(
+        8,
+        "sources one worker fetches at once (apart from `FACECROP_MAX_IN_FLIGHT`: a fetch holds no slot "
+        "while it waits); more get 503 `origin_busy` with `Retry-After` at once",
+    )
+    fetch_per_origin: int = setting(4, "of those, from one origin (scheme, host and port)")
+    source_breaker_failures: int = setting(
+        5,
+        "failures in a row (timeouts, refused connections, 5xx, answers cut short) after which an origin is "
+        "not asked again for a cool-down: 503 `origin_unavailable` at once",
+    )
+    source_breaker_cool_down_s: float = setting(30.0, "that cool-down, in seconds; then one request tries again")
+    etag_secret: bytes = setting(
+        b"",
+        "hex; the key the URL form's ETags are sealed with: give every replica the same one, so that any of "
+        "them answers 304 to the others' ETags",
+        "`FACECROP_URL_KEY`, else one made when the gateway starts",
+    )
+    placement_power: float = setting(
+        SIZE_POWER,
+        "how far larger faces outweigh smaller ones where a crop cannot hold every face: each weighs its "
+        "side relative to the largest's, to this power (chosen by `python -m bench.placement --candidates`)",
+    )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
-        """Read `FACECROP_*` variables, falling back to the defaults above.
-
-        FACECROP_TRITON_URL        Triton gRPC address, host:port (127.0.0.1:8001)
-        FACECROP_WIRE_FORMAT       tensor sent to Triton: uint8 (NHWC pixels; the model
-                                   centres them) or float32 (NCHW, centred here) (uint8)
-        FACECROP_TRITON_SHM        tensors to and from Triton through system shared memory:
-                                   auto (where Triton can open this host's /dev/shm, else
-                                   gRPC bytes), on (fail requests without it) or off (auto)
-        FACECROP_DETECTORS         comma-separated face models to serve, fused where both run:
-                                   retinaface, yunet (both; README, "Detectors")
-        FACECROP_MODEL_NAMES       comma-separated model=name pairs: a served model under another
-                                   name in Triton's repository (your own ONNX with the same
-                                   inputs and outputs), e.g. yunet_n_uint8=my_yunet (none)
-        FACECROP_TARGET_SIZE       long side, in pixels, images are scaled to (1024)
-        FACECROP_PAD_MULTIPLE      short side padded up to a multiple of this (256)
-        FACECROP_MAX_UPLOAD_BYTES  largest accepted request body (20 MiB)
-        FACECROP_MAX_PIXELS        largest accepted width x height, from the header
-                                   (100,000,000: Cloudflare's)
-        FACECROP_MAX_SIDE          longest accepted side, from the header (12,000: Cloudflare's)
-        FACECROP_MAX_ANIMATION_FRAMES  most frames an animation kept as one may have (1,000);
-                                   more, or more than 50 MP of frames in or out, get 413
-        FACECROP_INFER_TIMEOUT_S   deadline of one Triton inference call (10)
-        FACECROP_READY_TIMEOUT_S   deadline of Triton's readiness check behind /readyz (1)
-        FACECROP_MAX_IN_FLIGHT     API requests one worker process handles at once; more get
-                                   429 with Retry-After at once (16)
-        FACECROP_API_KEYS          comma-separated keys required as `Authorization: Bearer KEY`
-                                   on the API (none: no authentication)
-        FACECROP_API_KEYS_FILE     file with more keys, one a line (a mounted secret)
-        FACECROP_CORS_ORIGINS      comma-separated origins allowed to call the API from a
-                                   browser (none: CORS off)
-
-        Serving by URL (GET /cdn-cgi/image/<options>/<source>; README, "Serve by URL"):
-        FACECROP_ORIGIN            where relative sources are read: an http(s):// base URL or a
-                                   directory (none: only absolute sources)
-        FACECROP_ALLOWED_SOURCES   comma-separated URL prefixes absolute sources must start with,
-                                   each host ending in `/`; `*` alone: any host (none: no
-                                   absolute sources)
-        FACECROP_ALLOW_PRIVATE_SOURCES  true: absolute sources (and redirects) may reach loopback,
-                                   private and link-local addresses (false)
-        FACECROP_URL_KEY, FACECROP_URL_SALT  hex; with a key, every URL must be signed (none)
-        FACECROP_ALLOW_UNSIGNED_URLS  true: unsigned URLs also where API keys are set (false)
-        FACECROP_SOURCE_CONNECT_TIMEOUT_S  connecting to an origin (3)
-        FACECROP_SOURCE_TIMEOUT_S  a whole source fetch on the wall clock: name lookups,
-                                   redirects, headers and body included (10)
-        FACECROP_FETCH_CONCURRENCY  sources one worker process fetches at once; more get 503
-                                   origin_busy with Retry-After at once (8); a fetch holds no
-                                   FACECROP_MAX_IN_FLIGHT slot while it waits
-        FACECROP_FETCH_PER_ORIGIN  of those, from one origin (scheme, host and port) (4)
-        FACECROP_SOURCE_BREAKER_FAILURES  failures in a row (timeouts, refused connections,
-                                   5xx) after which an origin is not asked again for a
-                                   cool-down: 503 origin_unavailable at once (5)
-        FACECROP_SOURCE_BREAKER_COOL_DOWN_S  that cool-down, in seconds (30)
-        FACECROP_PLACEMENT_POWER   how far larger faces outweigh smaller ones where a crop cannot
-                                   hold every face: each weighs (its side / the largest's) to
-                                   this power (2; chosen by `python -m bench.placement --candidates`)
-        FACECROP_ETAG_SECRET       hex; the key the URL form's ETags are sealed with: the same
-                                   on every replica, so that any replica can answer 304 (none:
-                                   FACECROP_URL_KEY's, else one made when the gateway starts)
-        """
-        return cls(
-            triton_url=environ.get("FACECROP_TRITON_URL", cls.triton_url),
-            wire_format=environ.get("FACECROP_WIRE_FORMAT", cls.wire_format),
-            triton_shm=environ.get("FACECROP_TRITON_SHM", cls.triton_shm),
-            detectors=_words(environ.get("FACECROP_DETECTORS", ",".join(cls.detectors))),
-            model_names=_pairs(environ.get("FACECROP_MODEL_NAMES", ""), "FACECROP_MODEL_NAMES"),
-            target_size=int(environ.get("FACECROP_TARGET_SIZE", cls.target_size)),
-            pad_multiple=int(environ.get("FACECROP_PAD_MULTIPLE", cls.pad_multiple)),
-            max_upload_bytes=int(environ.get("FACECROP_MAX_UPLOAD_BYTES", cls.max_upload_bytes)),
-            max_pixels=int(environ.get("FACECROP_MAX_PIXELS", cls.max_pixels)),
-            max_side=int(environ.get("FACECROP_MAX_SIDE", cls.max_side)),
-            max_animation_frames=int(environ.get("FACECROP_MAX_ANIMATION_FRAMES", cls.max_animation_frames)),
-            infer_timeout_s=float(environ.get("FACECROP_INFER_TIMEOUT_S", cls.infer_timeout_s)),
-            ready_timeout_s=float(environ.get("FACECROP_READY_TIMEOUT_S", cls.ready_timeout_s)),
-            max_in_flight=int(environ.get("FACECROP_MAX_IN_FLIGHT", cls.max_in_flight)),
-            api_keys=_api_keys(environ),
-            cors_origins=_words(environ.get("FACECROP_CORS_ORIGINS", "")),
-            origin=environ.get("FACECROP_ORIGIN", ""),
-            allowed_sources=_words(environ.get("FACECROP_ALLOWED_SOURCES", "")),
-            allow_private_sources=_flag(environ, "FACECROP_ALLOW_PRIVATE_SOURCES"),
-            url_key=_hex(environ, "FACECROP_URL_KEY"),
-            url_salt=_hex(environ, "FACECROP_URL_SALT"),
-            allow_unsigned_urls=_flag(environ, "FACECROP_ALLOW_UNSIGNED_URLS"),
-            source_connect_timeout_s=float(
-                environ.get("FACECROP_SOURCE_CONNECT_TIMEOUT_S", cls.source_connect_timeout_s)
-            ),
-            source_timeout_s=float(environ.get("FACECROP_SOURCE_TIMEOUT_S", cls.source_timeout_s)),
-            fetch_concurrency=int(environ.get("FACECROP_FETCH_CONCURRENCY", cls.fetch_concurrency)),
-            fetch_per_origin=int(environ.get("FACECROP_FETCH_PER_ORIGIN", cls.fetch_per_origin)),
-            source_breaker_failures=int(environ.get("FACECROP_SOURCE_BREAKER_FAILURES", cls.source_breaker_failures)),
-            source_breaker_cool_down_s=float(
-                environ.get("FACECROP_SOURCE_BREAKER_COOL_DOWN_S", cls.source_breaker_cool_down_s)
-            ),
-            etag_secret=_hex(environ, "FACECROP_ETAG_SECRET"),
-            placement_power=float(environ.get("FACECROP_PLACEMENT_POWER", cls.placement_power)),
-        )
+        """Each field from its variable where set, else its default; more API keys from the file
+        FACECROP_API_KEYS_FILE names."""
+        values = {item.name: _parse(item, environ[variable(item)]) for item in fields(cls) if variable(item) in environ}
+        keys_file = environ.get(API_KEYS_FILE)
+        if keys_file:
+            with open(keys_file, encoding="utf-8") as lines:
+                values["api_keys"] = values.get("api_keys", ()) + _words(lines.read(), "\n")
+        return cls(**values)
 
     def __post_init__(self) -> None:
         """Refuse settings the models cannot run with (their strides need multiples of 32), on
@@ -182,18 +166,37 @@ class Settings:
         return self.model_names.get(model, model)
 
 
-def _flag(environ: Mapping[str, str], name: str) -> bool:
-    value = environ.get(name, "false").lower()
-    if value not in ("true", "false"):
-        raise ValueError(f"{name} must be true or false")
-    return value == "true"
+# Read by from_env beside the fields (name: default as shown, meaning); gunicorn's own are in
+# gateway/gunicorn.conf.py's VARIABLES.
+API_KEYS_FILE = "FACECROP_API_KEYS_FILE"
+OTHER_VARIABLES = {API_KEYS_FILE: ("none", "a file with more API keys, one a line (a mounted secret)")}
 
 
-def _hex(environ: Mapping[str, str], name: str) -> bytes:
+def variable(item: Field) -> str:
+    """The environment variable a Settings field is read from."""
+    return PREFIX + item.name.upper()
+
+
+def _parse(item: Field, text: str) -> Any:
+    name = variable(item)
+    kind = item.type
+    if kind == "bool":
+        if text.lower() not in ("true", "false"):
+            raise ValueError(f"{name} must be true or false")
+        return text.lower() == "true"
+    if kind == "bytes":
+        try:
+            return bytes.fromhex(text)
+        except ValueError:
+            raise ValueError(f"{name} must be hexadecimal") from None
+    if kind == "tuple[str, ...]":
+        return _words(text)
+    if kind == "Mapping[str, str]":
+        return _pairs(text, name)
     try:
-        return bytes.fromhex(environ.get(name, ""))
+        return {"int": int, "float": float, "str": str}[str(kind)](text)
     except ValueError:
-        raise ValueError(f"{name} must be hexadecimal") from None
+        raise ValueError(f"{name} must be a{'n integer' if kind == 'int' else ' number'}, not {text!r}") from None
 
 
 def _pairs(text: str, name: str) -> dict[str, str]:
@@ -206,12 +209,3 @@ def _pairs(text: str, name: str) -> dict[str, str]:
 
 def _words(text: str, separator: str = ",") -> tuple[str, ...]:
     return tuple(word.strip() for word in text.split(separator) if word.strip())
-
-
-def _api_keys(environ: Mapping[str, str]) -> tuple[str, ...]:
-    keys = _words(environ.get("FACECROP_API_KEYS", ""))
-    path = environ.get("FACECROP_API_KEYS_FILE")
-    if path:
-        with open(path, encoding="utf-8") as lines:
-            keys += _words(lines.read(), "\n")
-    return keys

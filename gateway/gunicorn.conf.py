@@ -1,11 +1,5 @@
-"""gunicorn settings for the gateway (environment variables, defaults in brackets).
-
-FACECROP_BIND     address to listen on [127.0.0.1:8080]; the container sets 0.0.0.0:8080
-FACECROP_WORKERS  worker processes [2]
-FACECROP_THREADS  threads per worker (gthread) [32]: more than FACECROP_MAX_IN_FLIGHT (16) and
-                  FACECROP_FETCH_CONCURRENCY (8) together, so requests over either limit are
-                  answered at once (429, 503), and so are health checks
-"""
+"""gunicorn settings for the gateway, from the environment variables in VARIABLES (this file
+imports nothing of the gateway: the master stays small; docs/configuration.md lists them)."""
 
 import os
 import secrets
@@ -14,11 +8,27 @@ import tempfile
 
 METRICS_DIR_PREFIX = "facecrop-metrics-"
 
+# name: (default, meaning)
+VARIABLES = {
+    "FACECROP_BIND": ("127.0.0.1:8080", "gunicorn's listen address (the gateway image sets 0.0.0.0:8080)"),
+    "FACECROP_WORKERS": ("2", "gunicorn worker processes"),
+    "FACECROP_THREADS": (
+        "32",
+        "threads per worker (gthread); keep above `FACECROP_MAX_IN_FLIGHT` + `FACECROP_FETCH_CONCURRENCY`, so "
+        "that requests over either limit (429, 503), and health checks, are answered at once",
+    ),
+}
+
+
+def variable(name: str) -> str:
+    return os.environ.get(name, VARIABLES[name][0])
+
+
 wsgi_app = "gateway.wsgi:app"
-bind = os.environ.get("FACECROP_BIND", "127.0.0.1:8080")
-workers = int(os.environ.get("FACECROP_WORKERS", "2"))
+bind = variable("FACECROP_BIND")
+workers = int(variable("FACECROP_WORKERS"))
 worker_class = "gthread"
-threads = int(os.environ.get("FACECROP_THREADS", "32"))
+threads = int(variable("FACECROP_THREADS"))
 timeout = 30
 graceful_timeout = 10
 # The gateway writes its own JSON line per request (gateway/observe.py).

@@ -251,7 +251,7 @@ def openapi_document() -> dict:
             "version": "0.1.0",
             "description": "Face detection (RetinaFace on NVIDIA Triton) and face-aware cropping "
             "(Cloudflare Images' gravity=face with zoom). The same crops by URL, for `<img src>` behind a CDN: "
-            '`GET /cdn-cgi/image/<options>/<source>` in Cloudflare\'s grammar (README, "Serve by URL").',
+            "`GET /cdn-cgi/image/<options>/<source>` in Cloudflare's grammar (docs/api/url.md).",
         },
         "paths": {
             "/v1/detect": {

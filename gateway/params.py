@@ -80,12 +80,12 @@ CROP = (
         "transparency, jpeg has it on white.",
         choices=("jpeg", "png", "webp", "avif", "json"),
     ),
-    Parameter("quality", "integer", 85, "JPEG and WebP quality.", 1, 100),
+    Parameter("quality", "integer", 85, "JPEG, WebP and AVIF quality.", 1, 100),
 )
 _DETECT = {p.name: p for p in DETECT}
 _CROP = {p.name: p for p in CROP}
 # /v1/anonymize favours recall (a face missed is a face shown): a lower threshold and the tiled
-# pass by default, chosen by measurement (README, "Anonymize"); every face found is hidden.
+# pass by default, chosen by measurement (docs/defaults.md, "Anonymize"); every face found is hidden.
 ANONYMIZE = (
     replace(
         _DETECT["min_confidence"],
@@ -119,7 +119,7 @@ ANONYMIZE = (
     _CROP["format"],
     _CROP["quality"],
 )
-# preset=fast: what it changes of the defaults (`facecrop video --fast`'s setting, README "Anonymize").
+# preset=fast: what it changes of the defaults (`facecrop video --fast`'s setting, docs/defaults.md, "Anonymize").
 FAST_ANONYMIZE = {"min_confidence": 12.0, "detail": "standard", "margin": 1.3}
 DETECT_PARAMETERS = frozenset(p.name for p in DETECT)
 CROP_PARAMETERS = frozenset(p.name for p in CROP)

@@ -35,15 +35,16 @@ from gateway.triton.wire import WireFormat
 
 # detail=auto runs the tiled pass only where the standard pass saw a face (scoring at least
 # AUTO_MIN_SCORE) whose shorter side in the model's input is below AUTO_SMALL_FACE pixels:
-# there, faces smaller still are likely and only the tiled pass finds them (README, "Detail").
+# there, faces smaller still are likely and only the tiled pass finds them (docs/architecture.md, "Detail").
 AUTO_SMALL_FACE = 24
 AUTO_MIN_SCORE = 0.5
 # detail=fast: the standard pass's long side (at most FACECROP_TARGET_SIZE). The faces that decide
 # where a crop goes are the large ones; measured on every labeled set, crops frame the same share
-# of faces as at 1024 (README, "Serve by URL"), for less than half the model's work.
+# of faces as at 1024 (docs/api/url.md, "Why detail=fast frames crops"), for less than half the
+# model's work.
 FAST_SIZE = 640
 MAX_BATCH = 16  # images in one call: the model's max_batch_size (model_repository/*/config.pbtxt)
-# The models each pass runs at each detail level, where served (README, "Detectors"; chosen on
+# The models each pass runs at each detail level, where served (docs/detectors.md, "Detectors"; chosen on
 # every labeled set, each held out in turn, by `python -m bench.detectors`): YuNet alone at 640
 # finds twice RetinaFace's crowd faces for the same CPU; from 1024 both run and are fused, each
 # finding faces the other misses (YuNet small ones in crowds, RetinaFace masked ones).

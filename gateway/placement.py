@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 # A face's weight is its shorter side relative to the largest face's, to this power: the main
-# subject outweighs a background crowd of faces a third its size or smaller (README, "Geometry");
+# subject outweighs a background crowd of faces a third its size or smaller (docs/api/crop.md, "Geometry");
 # FACECROP_PLACEMENT_POWER sets it, chosen through the service (bench/placement.py --candidates).
 SIZE_POWER = 2
 WEIGHT_SCALE = 1000  # weights are whole numbers (exact sums and ties); the smallest face weighs 1

@@ -122,7 +122,7 @@ def parser() -> argparse.ArgumentParser:
         parents=[service],
         description="Hide every face of IN's video frames into OUT (its extension picks the container), "
         "keeping timestamps, rotation and audio; or, with --mode detect, list them as JSON Lines. "
-        "Defaults as measured in the README's Video section. Needs: pip install './client[video]'.",
+        "Defaults as measured in docs/video.md. Needs: pip install './client[video]'.",
     )
     video.add_argument("source", type=Path, metavar="IN")
     video.add_argument("target", type=Path, metavar="OUT")
@@ -130,7 +130,7 @@ def parser() -> argparse.ArgumentParser:
     video.add_argument(
         "--fast",
         action="store_true",
-        help="the standard pass alone, 12%% and margin 1.3: faster, and fewer faces hidden (README, Video)",
+        help="the standard pass alone, 12%% and margin 1.3: faster, and fewer faces hidden (docs/video.md)",
     )
     video.add_argument(
         "--hold", type=int, default=None, help="frames a face missed between two sightings stays hidden (default 2)"

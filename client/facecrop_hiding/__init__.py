@@ -8,7 +8,7 @@ is copied into the gateway image; it needs only numpy and OpenCV.
 The strength is relative to each face, so a 12-pixel face and a 600-pixel one are equally
 unrecognisable: the blur's radius, or the pixel blocks' side, is `strength` times half the
 face's shorter side (before the margin): at the default 1.0, half the face, which leaves no
-detail in faces of 10-20 pixels either (at 0.5 video frames kept it: README, "Video"). Each
+detail in faces of 10-20 pixels either (at 0.5 video frames kept it: docs/video.md, "Video"). Each
 blurred or pixelated region's edge is feathered inside it, so overlapping regions leave no seams;
 a fill stays solid to its edge.
 """
@@ -44,7 +44,7 @@ def regions(boxes: np.ndarray, margin: float, image: tuple[int, int]) -> np.ndar
 # /v1/anonymize hides faces below CONFIDENT only at a plausible size: no more than
 # IMPLAUSIBLE_SIZE times the median shorter side of the photo's confident faces (a hand, a patch
 # of crowd or a poster scored low is usually far larger than the faces around it). Chosen with
-# bench/anonymize.py (README, "Anonymize").
+# bench/anonymize.py (docs/defaults.md, "Anonymize").
 CONFIDENT = 0.5
 IMPLAUSIBLE_SIZE = 2.0
 

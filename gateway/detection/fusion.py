@@ -6,7 +6,7 @@ overlap, at least MATCH_IOU; the pair's box and landmarks are averaged with the 
 weights (weighted box fusion, Solovyev et al.), its score is the chance that either model is
 right, 1 - (1 - a)(1 - b): both scores are on one scale (YuNet's calibrated to RetinaFace's,
 gateway/detection/yunet.py), agreement ranks a face up, and no face scores less than its model
-gave it: at any min_confidence, fusing finds every face either model finds alone (README,
+gave it: at any min_confidence, fusing finds every face either model finds alone (docs/defaults.md,
 "Detectors"; chosen by `python -m bench.detectors`).
 """
 

@@ -18,7 +18,7 @@ from gateway.triton.wire import ModelOutputs, OutputLayout, WireFormat
 STRIDES = (8, 16, 32)
 # YuNet's scores on RetinaFace's scale: a face YuNet scores RAW_SCORES[i] gets the score at which
 # RetinaFace's faces are as often right (isotonic precision on every labeled set at detail=standard,
-# fitted by `python -m bench.detectors --calibrate`; README, "Detectors"), linear between. So a
+# fitted by `python -m bench.detectors --calibrate`; docs/detectors.md, "Detectors"), linear between. So a
 # min_confidence means the same whichever model found a face, and fused faces rank on one scale.
 RAW_SCORES = (
     0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45,

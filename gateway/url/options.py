@@ -43,7 +43,7 @@ ALIASES = {
     "face-zoom": "zoom",
     "scq": "slow-connection-quality",
 }
-# Cloudflare's options that are not offered, and why (the README's table says the same).
+# Cloudflare's options that are not offered, and why (docs/api/url.md's table is generated from it).
 UNSUPPORTED = {
     "border": "Cloudflare offers it in Workers only, not by URL: use fit=pad with background",
     "segment": "background removal needs a segmentation model (Cloudflare's BiRefNet) this service does not ship",
@@ -174,7 +174,7 @@ def split_options(segment: str) -> dict[str, str]:
         if key in UNSUPPORTED:
             raise InvalidParameter(key, f"is not supported ({UNSUPPORTED[key]})")
         if key not in _OPTIONS:
-            raise InvalidParameter(key[:40], "is not an option of /cdn-cgi/image (README, 'Serve by URL')")
+            raise InvalidParameter(key[:40], "is not an option of /cdn-cgi/image (docs/api/url.md)")
         if key in values:
             raise InvalidParameter(key, "was given more than once")
         values[key] = unquote(value)

@@ -9,7 +9,7 @@ from tests.ap50 import average_precision
 from tests.support import labeled_set
 
 # Floors within 0.01 of what the service measures at its default policy, so that a real drop
-# fails (both models fused from standard up, YuNet alone at fast; README, "Detectors"), measured
+# fails (both models fused from standard up, YuNet alone at fast; docs/detectors.md, "Detectors"), measured
 # 2026-11-25: 0.5449 / 0.7806 / 0.8383 / 1.000 at fast (wider_val_native, wider_val_416sq,
 # facemask, dlib_voc_faces), 0.7726 / 0.7772 / 0.8658 / 1.000 at standard, 0.8371 / 0.7772 /
 # 0.8658 / 1.000 at high. RetinaFace alone measured 0.7563 / 0.855 / 0.999 / 0.6296 at

@@ -28,7 +28,7 @@ from tests.support import (
 # At the endpoint's defaults, faces hidden within 0.015 of what they measure (0.963 / 0.902 /
 # 0.958 / 1.000, both models fused, `python -m bench.anonymize`, 2026-11-25), and at least
 # deface's (run in the same test, 0.779 / 0.844 / 0.939 / 1.000) plus a lead: deface hides every
-# dlib face (no lead possible there), and on the masked faces ours leads by 0.020 only (README,
+# dlib face (no lead possible there), and on the masked faces ours leads by 0.020 only (docs/defaults.md,
 # "Anonymize": no candidate leads by 0.03 within the area on every set). The area hidden stays
 # within 1.5x deface's (measured 1.46x / 1.37x / 1.15x / 0.85x).
 FLOORS = {"wider_val_native": 0.95, "wider_val_416sq": 0.89, "facemask": 0.945, "dlib_voc_faces": 0.99}

@@ -28,7 +28,8 @@ from local_triton.processes import child_pids, free_port, running_gateway
 from tests.origins import photo_origin, trap
 from tests.support import ASTRONAUT, ASTRONAUT_FACE, CROWD, STADIUM, inferences, photo, png_declaring
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]  # where code blocks are quoted from
 KEY, SALT = "6b6579206f6620746865207465737473", "73616c74"
 ETAG_SECRET = "5365637265742065746167206b6579"
 SHARED = {  # every gateway here: short fetch deadlines, and one ETag secret, as replicas share it
@@ -338,7 +339,7 @@ def test_signatures_python_node_and_every_wrong_one(signed):
         error_of(requests.get(wrong, timeout=30), 403, "invalid_signature")
     options = "width=64,height=64,fit=cover"
     namespace: dict = {}
-    exec(readme_block("python", "def image_url"), namespace)  # the README's own code
+    exec(readme_block("python", "def image_url"), namespace)  # the documentation's own code
     assert requests.get(namespace["image_url"](signed.url, "crowd.jpg", options, KEY, SALT), timeout=30).ok
     script = (
         readme_block("js", "function imageUrl")
@@ -350,7 +351,8 @@ def test_signatures_python_node_and_every_wrong_one(signed):
 
 
 def readme_block(language: str, containing: str) -> str:
-    blocks = re.findall(rf"```{language}\n(.*?)```", README.read_text(), re.DOTALL)
+    """The code block of `language` holding `containing`, from the README or a docs page."""
+    blocks = [b for d in DOCUMENTS for b in re.findall(rf"```{language}\n(.*?)```", d.read_text(), re.DOTALL)]
     return next(block for block in blocks if containing in block)
 
 

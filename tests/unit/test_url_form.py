@@ -4,6 +4,7 @@ grammar, every fit, formats, signing, the directory origin's walls, caching head
 import io
 import ipaddress
 import os
+import runpy
 import socket
 import threading
 import time
@@ -196,11 +197,10 @@ def test_every_cloudflare_option_is_supported_or_refused_with_a_reason():
             parse_url_options(f"{name}=x")  # x may be a valid value, or one refused naming the option
         except InvalidParameter as error:
             assert error.parameter == name and "is not an option" not in error.message, name
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    table = readme.split("Every Cloudflare option, supported or not")[1].split("facecrop's own")[0]
-    rows = {line.split("|")[1] for line in table.splitlines() if line.startswith("| `")}
+    hooks = runpy.run_path(str(Path(__file__).resolve().parents[2] / "docs" / "hooks.py"))
+    rows = {line.split("|")[1] for line in hooks["url_options_table"]().splitlines() if line.startswith("| `")}
     for name in cloudflare:
-        assert any(f"`{name}`" in row for row in rows), f"README's option table lacks {name}"
+        assert any(f"`{name}`" in row for row in rows), f"docs/api/url.md's option table lacks {name}"
 
 
 @pytest.mark.parametrize(
@@ -397,7 +397,7 @@ def test_faces_are_looked_for_only_where_the_answer_depends_on_them(originals, o
 @pytest.mark.parametrize(
     "options,confidence,detail,margin",
     [
-        # The privacy-first defaults of /v1/anonymize (README: 8 %, detail=auto, margin 1.4).
+        # The privacy-first defaults of /v1/anonymize (docs/defaults.md: 8 %, detail=auto, margin 1.4).
         ("anonymize=blur", 8.0, "auto", 1.4),
         ("anonymize=pixelate,width=64", 8.0, "auto", 1.4),
         ("anonymize=fill,preset=privacy", 8.0, "auto", 1.4),

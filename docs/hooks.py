@@ -1,0 +1,89 @@
+"""MkDocs hooks: the reference tables, generated from the code that holds their facts.
+
+A page asks for one with a line `<!-- table: NAME -->`: `configuration` (gateway.config.Settings,
+its other variables and gunicorn's), `detect`, `crop`, `anonymize` (gateway.params' tables) and
+`url-options` (gateway.url.options' table, aliases and the options not offered).
+"""
+
+from __future__ import annotations
+
+import re
+import runpy
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from gateway import params  # noqa: E402
+from gateway.config import OTHER_VARIABLES, Settings, variable  # noqa: E402
+from gateway.url import options  # noqa: E402
+
+MARKER = re.compile(r"^<!-- table: ([a-z-]+) -->$", re.MULTILINE)
+
+
+def shown(value: object) -> str:
+    """A default as the tables write it."""
+    if value is None or value in ((), b"", "", {}):
+        return "none"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, tuple) and all(isinstance(v, int) for v in value):
+        return "`#" + "".join(f"{v:02x}" for v in value) + "`"
+    if isinstance(value, tuple):
+        return "`" + ",".join(value) + "`"
+    if isinstance(value, float) and value.is_integer():
+        return f"`{int(value)}`"
+    return f"`{value}`"
+
+
+def values(parameter: params.Parameter) -> str:
+    if parameter.choices:
+        return ", ".join(f"`{choice}`" for choice in parameter.choices)
+    if parameter.low is not None:
+        return f"{parameter.low:g}-{parameter.high:g}"
+    return parameter.kind
+
+
+def parameter_table(table: tuple[params.Parameter, ...], aliases: dict[str, str] | None = None) -> str:
+    names = {p.name: [p.name] for p in table}
+    for alias, name in (aliases or {}).items():
+        names[name].append(alias)
+    rows = ["| parameter | values | default | meaning |", "|---|---|---|---|"]
+    for p in table:
+        label = " / ".join(f"`{n}`" for n in names[p.name])
+        rows.append(f"| {label} | {values(p)} | {shown(p.default)} | {p.description} |")
+    return "\n".join(rows)
+
+
+def url_options_table() -> str:
+    rows = parameter_table(options.OPTIONS, options.ALIASES).splitlines()
+    rows[0] = "| option | values | default | meaning |"
+    rows += [f"| `{name}` | | | not offered (400): {why} |" for name, why in options.UNSUPPORTED.items()]
+    return "\n".join(rows)
+
+
+def configuration_table() -> str:
+    rows = ["| variable | default | meaning |", "|---|---|---|"]
+    for item in fields(Settings):
+        value = item.default_factory() if callable(item.default_factory) else item.default
+        default = item.metadata["shown"] or shown(value)
+        rows.append(f"| `{variable(item)}` | {default} | {item.metadata['meaning']} |")
+    gunicorn = runpy.run_path(str(ROOT / "gateway" / "gunicorn.conf.py"))["VARIABLES"]
+    for name, (default, meaning) in {**OTHER_VARIABLES, **gunicorn}.items():
+        rows.append(f"| `{name}` | {shown(default) if default != 'none' else 'none'} | {meaning} |")
+    return "\n".join(rows)
+
+
+TABLES = {
+    "configuration": configuration_table,
+    "detect": lambda: parameter_table(params.DETECT),
+    "crop": lambda: parameter_table(params.CROP),
+    "anonymize": lambda: parameter_table(params.ANONYMIZE),
+    "url-options": url_options_table,
+}
+
+
+def on_page_markdown(markdown: str, **_: object) -> str:
+    return MARKER.sub(lambda match: TABLES[match.group(1)](), markdown)
