@@ -18,11 +18,11 @@ FRONTEND := tests/frontend/node_modules/.package-lock.json
 .PHONY: serve stop test lint docs bench profile soak model venv clean gpu-check up-cpu down-cpu
 
 # The virtual environment, from the exact pins in the lock files (no resolution at install).
-$(VENV)/.installed: requirements-dev.lock gateway/requirements.lock client/pyproject.toml
+$(VENV)/.installed: requirements-dev.lock gateway/requirements.lock hiding/pyproject.toml client/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip==25.3
 	$(PY) -m pip install --quiet --no-deps --requirement requirements-dev.lock
-	$(PY) -m pip install --quiet --no-deps --no-build-isolation --editable ./client
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation --editable ./hiding --editable ./client
 	touch $@
 
 venv: $(VENV)/.installed

@@ -3,7 +3,7 @@
 For each photo of ../shared/faces' labeled sets, the service's faces (`/v1/detect`, every face
 down to 2 %) are turned into the regions `/v1/anonymize` would hide with a given threshold,
 margin and size rule (facecrop_hiding), and deface 1.5.0's regions at its defaults are
-computed in-process (tests/hidden.py). A ground-truth face counts as hidden when 80 % of its
+computed in-process (evaluation/hidden.py). A ground-truth face counts as hidden when 80 % of its
 box lies inside the regions; "area" is the mean share of each photo inside them.
 
 `make bench` and `python -m bench.anonymize` print the table for the endpoint's defaults and
@@ -22,14 +22,14 @@ from pathlib import Path
 import cv2
 import numpy as np
 import requests
-from facecrop_hiding import plausible, regions
 
 from bench.verdicts import missing, record, shown
 from bench.workload import report_command
+from evaluation.hidden import deface_regions, hidden_faces, region_mask
+from evaluation.images import labeled_set
+from facecrop_hiding import plausible, regions
 from gateway.params import ANONYMIZE, FAST_ANONYMIZE
 from local_triton.processes import SHARED_FACES
-from tests.hidden import deface_regions, hidden_faces, region_mask
-from tests.support import labeled_set
 
 SETS = ("wider_val_native", "wider_val_416sq", "facemask", "dlib_voc_faces")
 DEFAULTS = {p.name: p.default for p in ANONYMIZE}

@@ -19,11 +19,11 @@ import numpy as np
 import requests
 
 from bench.workload import report_command
+from evaluation.ap50 import average_precision
+from evaluation.images import labeled_set
 from gateway.detection.preprocess import scale_for, tiled_scale
 from gateway.pipeline import AUTO_MIN_SCORE, AUTO_SMALL_FACE
 from local_triton.processes import SHARED_FACES
-from tests.ap50 import average_precision
-from tests.support import labeled_set
 
 DETAILS = ("standard", "auto", "high")
 SETS = ("wider_val_native", "wider_val_416sq", "facemask", "dlib_voc_faces")

@@ -34,6 +34,8 @@ import numpy as np
 from bench.faceless import products
 from bench.onnx_model import OnnxModel
 from bench.verdicts import record, shown
+from evaluation.ap50 import average_precision, iou_matrix
+from evaluation.images import labeled_set
 from gateway.config import Settings
 from gateway.detection import fusion, yunet
 from gateway.detection.detections import Detections
@@ -42,8 +44,6 @@ from gateway.detection.postprocess import NMS_IOU_THRESHOLD, nms
 from gateway.params import DetectOptions
 from gateway.pipeline import run_detection
 from local_triton import BUILD_DIR
-from tests.ap50 import average_precision, iou_matrix
-from tests.support import labeled_set
 
 SETS = ("wider_val_native", "wider_val_416sq", "facemask", "dlib_voc_faces")
 DETAILS = ("fast", "standard", "high")

@@ -1,4 +1,4 @@
-"""The URL form under hostile origins (issue #34), against real servers on loopback (tests/origins.py),
+"""The URL form under hostile origins (issue #34), against real servers on loopback (evaluation/origins.py),
 as part of `make bench`:
 
   deadline      each misbehaving origin (headers dripped, a body trickled with Connection: close or
@@ -21,8 +21,8 @@ import numpy as np
 import requests
 
 from bench.verdicts import record, shown
+from evaluation.origins import HOSTILE, hostile_origin
 from local_triton.processes import SHARED_FACES, Stack, running_gateway
-from tests.origins import HOSTILE, hostile_origin
 
 DEADLINE_S = 3
 FLOOD, FLOOD_S = 40, 20.0

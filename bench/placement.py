@@ -32,11 +32,11 @@ import requests
 
 from bench.thumbor import running_thumbor, smart_crop_rect
 from bench.verdicts import record, shown
+from evaluation.images import labeled_set
 from gateway.config import Settings
 from gateway.crop import Rect, face_box, focal_point, place, plan_crop, region_size, widen_to_aspect
 from gateway.params import CropOptions
 from local_triton.processes import SHARED_FACES, Stack, running_gateway, running_stack
-from tests.support import labeled_set
 
 SETS = ("wider_val_native", "wider_val_416sq", "facemask", "dlib_voc_faces")
 OUTPUTS = ((256, 256), (1200, 400), (400, 1200))

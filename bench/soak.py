@@ -4,7 +4,7 @@ The workload (the same sequence for every gateway): bursts of 1 to 16 concurrent
 mixing /v1/detect, /v1/crop and /v1/anonymize on ordinary photos, crowds with detail=high and
 auto, 12 MP EXIF-rotated phone photos, the photos people have (HEIC and AVIF, Display P3 JPEGs),
 bad inputs (415, 400, 413, a truncated HEIC), the kinds of file image libraries test with
-(tests/corpus.py: TIFF orientations, CMYK, 16-bit, transparency, MPO, RLE8 BMP, ...), and the URL
+(evaluation/corpus.py: TIFF orientations, CMYK, 16-bit, transparency, MPO, RLE8 BMP, ...), and the URL
 form (face crops, plain resizes, 304 revalidations, an animated GIF and a 5,000-frame one from a
 directory origin): `--requests` in all (20,000),
 loopback only, stopping by itself.
@@ -51,14 +51,14 @@ from PIL import Image
 from bench.phone import phone_photos
 from bench.verdicts import shown
 from bench.workload import load_photos
+from evaluation.corpus import corpus, long_gif
+from evaluation.images import png_declaring
+from evaluation.sources import animation, encoded_as
 from gateway.imaging.profiles import DISPLAY_P3
 from gateway.triton.shm import NAME_PREFIX, SHM_DIR
 from local_triton import BUILD_DIR
 from local_triton.allocators import ALLOCATORS
 from local_triton.processes import SHARED_FACES, Gateway, child_pids, memory_mib, running_gateway, running_stack
-from tests.corpus import corpus, long_gif
-from tests.sources import animation, encoded_as
-from tests.support import png_declaring
 
 MAX_WORKER_MIB = 150
 MAX_WORKER_PSS_MIB = 130
@@ -97,7 +97,7 @@ def mix() -> list[Call]:
         ]
         for container in ("HEIF", "AVIF", "JPEG")
     }
-    library_files = list(corpus().values())  # the kinds image libraries test with (tests/corpus.py)
+    library_files = list(corpus().values())  # the kinds image libraries test with (evaluation/corpus.py)
     pick = itertools.count()
 
     def photo(pool: list) -> bytes:

@@ -1,7 +1,7 @@
 """The photos people actually have (issue #35), side by side in one run (part of `make bench`):
 
 colour        our sRGB against LittleCMS's conversion of the decoded source, per profile and
-              container (mean and 99th percentile, in levels; tests/sources.py makes the files)
+              container (mean and 99th percentile, in levels; evaluation/sources.py makes the files)
 formats       the gateway's CPU per 256x256 /v1/crop of Display P3 phone photos as JPEG, HEIC and
               AVIF, at 12 MP and at 1 MP, against each format's decode floor (its decode, in
               process, and one resize to the model's size), and the faces each finds against
@@ -34,9 +34,9 @@ from bench.paired import BASELINE, before_and_after
 from bench.phone import cpu_ms_per_call
 from bench.verdicts import record, shown
 from bench.workload import must_succeed, service_call
+from evaluation.sources import CONTAINERS, animation, colour_error, encoded_as, profiles, srgb_reference
 from local_triton import BUILD_DIR, PROJECT_ROOT
 from local_triton.processes import SHARED_FACES, Stack, running_gateway
-from tests.sources import CONTAINERS, animation, colour_error, encoded_as, profiles, srgb_reference
 
 SIZES = {"12 MP": (4032, 3024), "1 MP": (1152, 864)}
 PHOTOS = 4  # demo photos per size (HEIC's x265 takes seconds to write a 12 MP one)

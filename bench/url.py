@@ -23,10 +23,11 @@ from bench.phone import process_cpu_s
 from bench.placement import SETS, counted_truth, score
 from bench.thumbor import running_thumbor, smart_crop, smart_crop_rect
 from bench.verdicts import record, shown
+from evaluation.images import labeled_set
+from evaluation.origins import photo_origin
+from evaluation.service import inferences
 from gateway.crop import Rect
 from local_triton.processes import SHARED_FACES, Stack, running_gateway, running_stack
-from tests.origins import photo_origin
-from tests.support import inferences, labeled_set
 
 SIZES = ((256, 256), (1200, 400))
 FACE_CROP = "fit=cover,gravity=face,zoom=0"

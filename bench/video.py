@@ -23,8 +23,8 @@ from pathlib import Path
 from bench.verdicts import record, shown
 from bench.video_tuning import WORK, deface_area
 from bench.workload import report_command
+from evaluation.hidden import VideoHiding, video_hiding
 from local_triton.processes import SHARED_FACES
-from tests.hidden import VideoHiding, video_hiding
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFACE_VENV = ROOT / "build" / "deface"

@@ -10,7 +10,7 @@ took from small faces), and judged by the shared README's rule (detail left in t
 each ground-truth box), and by the area it hides: the mean share of each frame inside the regions
 the hiding used (as the photo rows of bench/anonymize.py measure it). deface's faces hidden and
 frame rate are its end-to-end figures from the shared README's run; its area is measured the same
-way, from its own regions (deface's CenterFace at its defaults, in process: tests/hidden.py).
+way, from its own regions (deface's CenterFace at its defaults, in process: evaluation/hidden.py).
 
 `python -m bench.video_tuning` (`--fresh`: detect again) prints every policy on every clip, the
 policy chosen on all four, and, for each clip, the policy chosen on the other three with its
@@ -31,13 +31,13 @@ from pathlib import Path
 import av
 import cv2
 import numpy as np
-from facecrop_hiding import Hiding, hidden_share, hide_faces, plausible
 
 from bench.workload import report_command
+from evaluation.hidden import DETAIL_KEPT, INNER, deface_regions, detail, region_mask
 from facecrop_client import Client
 from facecrop_client.video import CRF, SPEED_OPTIONS, detect_frame, held, video_encoder
+from facecrop_hiding import Hiding, hidden_share, hide_faces, plausible
 from local_triton.processes import SHARED_FACES
-from tests.hidden import DETAIL_KEPT, INNER, deface_regions, detail, region_mask
 
 WORK = Path(__file__).resolve().parent.parent / "build" / "bench-video"  # detections and areas, cached
 CLIPS = ("parade_720p", "meeting_720p", "masks_720p", "festival_1080p")

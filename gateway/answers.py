@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 
 import numpy as np
-from facecrop_hiding import Hiding, hide_faces
 from flask import Response, current_app, g
 
+from facecrop_hiding import Hiding, hide_faces
 from gateway.crop import CropPlan, pad_to, plan_crop, render_crop, source_scale
 from gateway.decode import DecodedImage, ImageHeader, decode_image, read_header
 from gateway.detection.detections import face_objects

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from facecrop_hiding import plausible, regions
 from flask import Blueprint, jsonify, request
 
+from facecrop_hiding import plausible, regions
 from gateway.answers import (
     crop_headers,
     crop_json,

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from facecrop_hiding import Hiding
-
 from gateway.errors import InvalidParameter
 
 BOOLEANS = {"true": True, "false": False}

@@ -13,8 +13,8 @@ import av
 import cv2
 import numpy as np
 
-from tests.ap50 import ignored
-from tests.support import labeled_set
+from evaluation.ap50 import ignored
+from evaluation.images import labeled_set
 
 MIN_SIDE = 10
 MIN_INSIDE = 0.8

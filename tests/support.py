@@ -4,13 +4,10 @@ stand-in, small helpers for talking to the running stack, and the pages in Chrom
 from __future__ import annotations
 
 import functools
-import io
 import json
 import signal
-import struct
 import threading
 import time
-import zlib
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -24,55 +21,23 @@ import requests
 from PIL import Image
 from playwright.sync_api import Browser, Page
 
+from evaluation.images import CROWD, astronaut, encoded, photo
+from evaluation.origins import answer
 from gateway.config import Settings
 from gateway.decode import DecodedImage, decode_image, read_header
 from gateway.detection.model import Batch, in_process_batch
 from gateway.detection.retinaface import WIRE_FORMATS
 from gateway.triton.wire import ModelOutputs, WireFormat
-from local_triton.processes import BUILD_DIR, SHARED_FACES
-from tests.origins import answer
+from local_triton.processes import BUILD_DIR
 
-ASTRONAUT = "demo/skimage_astronaut.jpg"
-CROWD = "demo/widertest_20_Family_Group_Family_Group_20_435.jpg"
-STADIUM = "demo/biubug6_Pytorch_Retinaface_test.jpg"  # 30 faces found above 50 %, small and close together
-# The astronaut's face, in pixels of the 512 x 512 photo (checked by eye on the picture).
-ASTRONAUT_FACE = (178, 56, 93, 123)
 REPORT_LINES = pytest.StashKey[list[str]]()  # lines for the end of the terminal report
 MAGIC = [b"\xff\xd8\xff\xe0", b"\x89PNG\r\n\x1a\n", b"RIFF\x00\x00\x00\x00WEBPVP8 ", b"GIF89a", b"BM", b""]
-# How a camera stores an upright picture under each EXIF orientation (the inverse of the view).
-STORED_AS = {
-    2: Image.Transpose.FLIP_LEFT_RIGHT,
-    3: Image.Transpose.ROTATE_180,
-    4: Image.Transpose.FLIP_TOP_BOTTOM,
-    5: Image.Transpose.TRANSPOSE,
-    6: Image.Transpose.ROTATE_90,
-    7: Image.Transpose.TRANSVERSE,
-    8: Image.Transpose.ROTATE_270,
-}
 FORMATS = {"jpeg": "JPEG", "png": "PNG", "webp": "WEBP", "gif": "GIF", "bmp": "BMP"}
-
-
-def photo(relative: str) -> Path:
-    path = SHARED_FACES / relative
-    if not path.is_file():
-        pytest.fail(f"missing shared test photo {path}: the checkout needs ../shared/faces beside it")
-    return path
-
-
-def labeled_set(name: str) -> tuple[Path, list[dict]]:
-    root = SHARED_FACES / name
-    return root / "images", json.loads((root / "gt.json").read_text())
 
 
 def decode(data: bytes, max_pixels: int) -> DecodedImage:
     """The whole decoder entry, header check included, at full resolution."""
     return decode_image(data, read_header(data, max_pixels))
-
-
-def encoded(image: Image.Image, fmt: str, **kwargs) -> bytes:
-    buffer = io.BytesIO()
-    image.save(buffer, fmt, **kwargs)
-    return buffer.getvalue()
 
 
 PHONE_SIZE = (4032, 3024)
@@ -92,21 +57,6 @@ def stored_with_orientation(orientation: int, upright: Image.Image | None = None
     exif = stored.getexif()
     exif[0x0112] = orientation
     return encoded(stored, "JPEG", exif=exif, quality=90)
-
-
-def png_declaring(width: int, height: int) -> bytes:
-    """A tiny PNG whose header declares width x height (a decompression bomb's shape)."""
-
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b"")
-
-
-@cache
-def astronaut() -> Image.Image:
-    return Image.open(photo(ASTRONAUT)).convert("RGB")
 
 
 @cache
@@ -158,20 +108,6 @@ def error_of(response: requests.Response, status: int, code: str) -> dict:
     error = response.json()["error"]
     assert error["code"] == code and error["message"]
     return error
-
-
-def model_statistics(stack, detector: str = "retinaface") -> dict:
-    """Triton's statistics of one of the gateway's models."""
-    name = Settings().model_name(detector)
-    return requests.get(f"{stack.triton_http}/v2/models/{name}/stats", timeout=10).json()["model_stats"][0]
-
-
-def inferences(triton_http: str) -> int:
-    """Triton's inference count summed over every model a gateway serves (the URL form's default
-    `detail=fast` runs YuNet alone, the API's `standard` both)."""
-    names = [Settings().model_name(detector) for detector in Settings().detectors]
-    stats = [requests.get(f"{triton_http}/v2/models/{name}/stats", timeout=10).json() for name in names]
-    return sum(int(s["model_stats"][0]["inference_count"]) for s in stats)
 
 
 CHROMIUM = "/usr/bin/chromium"  # Debian's package; `make test` installs it

@@ -122,7 +122,7 @@ def parser() -> argparse.ArgumentParser:
         parents=[service],
         description="Hide every face of IN's video frames into OUT (its extension picks the container), "
         "keeping timestamps, rotation and audio; or, with --mode detect, list them as JSON Lines. "
-        "Defaults as measured in docs/video.md. Needs: pip install './client[video]'.",
+        "Defaults as measured in docs/video.md. Needs: pip install ./hiding './client[video]'.",
     )
     video.add_argument("source", type=Path, metavar="IN")
     video.add_argument("target", type=Path, metavar="OUT")
@@ -243,7 +243,7 @@ def video_module():
     try:
         from facecrop_client import video as videos
     except ImportError as error:
-        raise CommandError(f"videos need the video extra: pip install './client[video]' ({error})") from error
+        raise CommandError(f"videos need the video extra: pip install ./hiding './client[video]' ({error})") from error
     return videos
 
 

@@ -4,7 +4,7 @@ Each frame is scaled to what the standard pass sees (its longer side at most DET
 /v1/detect as a JPEG with several frames in flight so that Triton batches them, and the faces are
 hidden here, at full resolution, with the same code as /v1/anonymize (facecrop_hiding). Frames
 keep their timestamps; audio packets are copied untouched; the container's metadata (GPS, ...)
-is not carried over. Needs the `video` extra: `pip install './client[video]'` (PyAV, OpenCV).
+is not carried over. Needs the `video` extra: `pip install ./hiding './client[video]'` (PyAV, OpenCV, the hiding rules).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import av
 import cv2
 import numpy as np
 from av.video.stream import VideoStream
-from facecrop_hiding import Hiding, hidden_share, hide_faces, plausible
 
 from facecrop_client.client import Client
+from facecrop_hiding import Hiding, hidden_share, hide_faces, plausible
 
 DETECT_SIDE = 1024  # the service's standard pass sees no more (FACECROP_TARGET_SIZE)
 JPEG_QUALITY = 90

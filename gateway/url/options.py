@@ -15,7 +15,6 @@ from typing import Any
 from urllib.parse import unquote
 
 from facecrop_hiding import Hiding
-
 from gateway.crop import CROPPING_FITS
 from gateway.decode import MAX_SIDE  # Cloudflare's 12,000 px a side, for outputs too (100 MP: Settings.max_pixels)
 from gateway.errors import InvalidParameter

@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-from facecrop_hiding import CONFIDENT, plausible
 from flask import Response, current_app, g, jsonify
 from flask.typing import ResponseReturnValue
 
+from facecrop_hiding import CONFIDENT, plausible
 from gateway.answers import (
     crop_headers,
     crop_json,

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from evaluation.images import ASTRONAUT, CROWD, photo
 from facecrop_client import Client, Face, FacecropError
 from local_triton.processes import SHARED_FACES
-from tests.support import ASTRONAUT, CROWD, Gate, gated, photo, restore_ctrl_c
+from tests.support import Gate, gated, restore_ctrl_c
 
 FACECROP = [sys.executable, "-m", "facecrop_client.cli"]
 

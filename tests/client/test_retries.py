@@ -7,8 +7,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from evaluation.origins import answer
 from facecrop_client import Client, FacecropError
-from tests.origins import answer
 
 DETECTION = {
     "image": {"width": 4, "height": 3},

@@ -13,9 +13,10 @@ import av
 import numpy as np
 import pytest
 
+from evaluation.hidden import video_hiding
+from evaluation.images import CROWD, photo
 from tests.clips import build_clip
-from tests.hidden import video_hiding
-from tests.support import CROWD, Gate, gated, photo, restore_ctrl_c
+from tests.support import Gate, gated, restore_ctrl_c
 
 FACECROP = [sys.executable, "-m", "facecrop_client.cli"]
 # Faces hidden on the 40-frame clip at the defaults, within 0.01 of what they measure (0.880,

@@ -5,8 +5,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-from tests.ap50 import average_precision
-from tests.support import labeled_set
+from evaluation.ap50 import average_precision
+from evaluation.images import labeled_set
 
 # Floors within 0.01 of what the service measures at its default policy, so that a real drop
 # fails (both models fused from standard up, YuNet alone at fast; docs/detectors.md, "Detectors"), measured

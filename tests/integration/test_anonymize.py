@@ -12,18 +12,9 @@ import pytest
 import requests
 from PIL import Image
 
-from tests.hidden import deface_regions, hidden_faces, region_mask
-from tests.support import (
-    ASTRONAUT,
-    CROWD,
-    STORED_AS,
-    astronaut,
-    encoded,
-    error_of,
-    labeled_set,
-    photo,
-    png_declaring,
-)
+from evaluation.hidden import deface_regions, hidden_faces, region_mask
+from evaluation.images import ASTRONAUT, CROWD, STORED_AS, astronaut, encoded, labeled_set, photo, png_declaring
+from tests.support import error_of
 
 # At the endpoint's defaults, faces hidden within 0.015 of what they measure (0.963 / 0.902 /
 # 0.958 / 1.000, both models fused, `python -m bench.anonymize`, 2026-11-25), and at least

@@ -4,7 +4,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
-from tests.support import model_statistics, photo
+from evaluation.images import photo
+from evaluation.service import model_statistics
 
 
 def test_concurrent_requests_are_batched(stack):

@@ -23,10 +23,11 @@ import pytest
 import requests
 from PIL import Image
 
+from evaluation.images import photo
 from gateway.triton.shm import owner
 from local_triton import BUILD_DIR, compose
 from local_triton.processes import free_port
-from tests.support import REPORT_LINES, photo
+from tests.support import REPORT_LINES
 
 pytestmark = [pytest.mark.integration, pytest.mark.compose]
 

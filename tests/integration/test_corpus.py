@@ -1,4 +1,4 @@
-"""The kinds of file image libraries keep to test themselves (tests/corpus.py remakes them) through
+"""The kinds of file image libraries keep to test themselves (evaluation/corpus.py remakes them) through
 every endpoint and output format of a real gateway on the real Triton, each answer judged against
 Pillow's own picture of the file (upright, 8-bit, its transparency kept), never against the
 service's: size and orientation, colour within a few levels as a viewer shows it on white and, where
@@ -16,8 +16,8 @@ import pytest
 import requests
 from PIL import Image, ImageSequence
 
+from evaluation.corpus import corpus, long_gif, over, reference
 from local_triton.processes import child_pids, running_gateway
-from tests.corpus import corpus, long_gif, over, reference
 from tests.support import error_of
 
 OUTPUTS = ("png", "jpeg", "webp", "avif")

@@ -7,7 +7,8 @@ import pytest
 import requests
 from PIL import Image
 
-from tests.support import ASTRONAUT, CROWD, encoded, labeled_set, photo, rectangle
+from evaluation.images import ASTRONAUT, CROWD, encoded, labeled_set, photo
+from tests.support import rectangle
 
 
 def crop(stack, data: bytes, params=None):

@@ -10,8 +10,10 @@ from pathlib import Path
 import requests
 from PIL import Image
 
+from evaluation.images import astronaut, labeled_set
+from evaluation.service import model_statistics
 from local_triton.processes import SHARED_FACES
-from tests.support import astronaut, labeled_set, model_statistics, rectangle
+from tests.support import rectangle
 
 CROWDS = sorted((SHARED_FACES / "demo").glob("*.jpg")) + sorted(
     (SHARED_FACES / "wider_val_native" / "images").glob("*.jpg")

@@ -5,8 +5,9 @@ import pytest
 import requests
 from PIL import Image
 
-from tests.sources import encoded_as
-from tests.support import STADIUM, assert_strict_policy, detect, photo, screenshot, watched_page
+from evaluation.images import STADIUM, photo
+from evaluation.sources import encoded_as
+from tests.support import assert_strict_policy, detect, screenshot, watched_page
 
 
 def faces_of(stack, detail: str = "standard") -> list[dict]:

@@ -5,18 +5,8 @@ import pytest
 import requests
 from PIL import Image
 
-from tests.support import (
-    ASTRONAUT,
-    ASTRONAUT_FACE,
-    CROWD,
-    detect,
-    encoded,
-    error_of,
-    iou,
-    photo,
-    png_declaring,
-    rectangle,
-)
+from evaluation.images import ASTRONAUT, ASTRONAUT_FACE, CROWD, encoded, photo, png_declaring
+from tests.support import detect, error_of, iou, rectangle
 
 
 def test_known_photo_gives_the_expected_face(stack):

@@ -4,8 +4,9 @@ strict Content-Security-Policy, its "Try it out" sending a real photo to both en
 import json
 import shutil
 
+from evaluation.images import ASTRONAUT, CROWD, photo
 from local_triton.processes import running_gateway
-from tests.support import ASTRONAUT, CROWD, assert_strict_policy, detect, photo, screenshot, watched_page
+from tests.support import assert_strict_policy, detect, screenshot, watched_page
 
 
 def try_it_out(page, operation: str):

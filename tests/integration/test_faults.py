@@ -15,6 +15,7 @@ import pytest
 import requests
 from prometheus_client.mmap_dict import MmapedDict
 
+from evaluation.images import photo
 from gateway.config import Settings
 from gateway.triton.shm import host_tag, owner
 from local_triton.processes import (
@@ -31,7 +32,6 @@ from local_triton.processes import (
     wait_until_ok,
 )
 from tests.integration.test_shared_memory import regions_of
-from tests.support import photo
 
 
 @pytest.fixture

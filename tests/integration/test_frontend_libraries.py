@@ -55,9 +55,10 @@ import requests
 from PIL import Image, ImageOps
 from retinaface import detect_faces
 
+from evaluation.images import ASTRONAUT, photo
+from evaluation.origins import answer, serving
 from local_triton.processes import running_gateway
-from tests.origins import answer, serving
-from tests.support import ASTRONAUT, CHROMIUM, CHROMIUM_ARGS, photo, upright_phone_photo
+from tests.support import CHROMIUM, CHROMIUM_ARGS, upright_phone_photo
 
 FRONTEND = Path(__file__).resolve().parents[1] / "frontend"
 LIBRARIES = ["unpic", "next-docs-loader", "cloudflare-docs-loader", "nuxt", "astro"]

@@ -9,8 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
+from evaluation.images import astronaut, encoded, png_declaring
 from gateway.params import CROP_PARAMETERS, DETECT_PARAMETERS
-from tests.support import MAGIC, astronaut, clean_images, encoded, png_declaring
+from tests.support import MAGIC, clean_images
 
 ASTRONAUT = astronaut()
 

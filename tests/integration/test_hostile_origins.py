@@ -1,5 +1,5 @@
 """The URL form against origins and clients that misbehave, through real gateways on the real Triton
-and a real misbehaving origin on loopback (tests/origins.py): one wall-clock deadline however an
+and a real misbehaving origin on loopback (evaluation/origins.py): one wall-clock deadline however an
 origin drips, answers cut short as 502s never cached, a fetch budget apart from the model's slots,
 a breaker per origin, and work that stops when its client has gone. Every wait is on an event the
 origin reports (with an upper bound), never a pace."""
@@ -15,9 +15,10 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 import pytest
 import requests
 
+from evaluation.images import ASTRONAUT, photo
+from evaluation.origins import hostile_origin, photo_origin
 from local_triton.processes import running_gateway
-from tests.origins import hostile_origin, photo_origin
-from tests.support import ASTRONAUT, log_line, photo
+from tests.support import log_line
 
 DEADLINE_S = 3
 SLACK_S = (

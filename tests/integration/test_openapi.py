@@ -11,9 +11,9 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from evaluation.images import CROWD, photo
 from gateway.openapi import openapi_document
 from gateway.url.options import OPTIONS
-from tests.support import CROWD, photo
 
 CHECKS = [
     schemathesis.checks.not_a_server_error,

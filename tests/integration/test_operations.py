@@ -10,8 +10,9 @@ import pytest
 import requests
 from PIL import Image, PngImagePlugin
 
+from evaluation.images import photo
 from local_triton.processes import running_gateway
-from tests.support import gateway_log, log_line, photo
+from tests.support import gateway_log, log_line
 
 ASTRONAUT = "demo/skimage_astronaut.jpg"
 

@@ -11,7 +11,8 @@ import pytest
 import requests
 from PIL import Image
 
-from tests.support import PHONE_SIZE, encoded, iou, rectangle, stored_with_orientation, upright_phone_photo
+from evaluation.images import encoded
+from tests.support import PHONE_SIZE, iou, rectangle, stored_with_orientation, upright_phone_photo
 
 
 @cache

@@ -24,9 +24,9 @@ import pytest
 import requests
 from PIL import Image
 
+from evaluation.images import astronaut
 from gateway.encode import AVIF_AVAILABLE
 from local_triton.processes import free_port, running_gateway, stop
-from tests.support import astronaut
 
 ROOT = Path(__file__).resolve().parents[2]
 NGINX_CONF = ROOT / "deploy" / "proxy" / "nginx.conf"

@@ -12,6 +12,7 @@ from pathlib import Path
 import requests
 from PIL import Image
 
+from evaluation.images import ASTRONAUT, CROWD, encoded, photo, png_declaring
 from gateway.config import Settings
 from gateway.detection.detectors import every_wire_format
 from gateway.triton.shm import SHM_DIR, host_tag, owner
@@ -31,7 +32,6 @@ from local_triton.processes import (
     stop,
     wait_until_ok,
 )
-from tests.support import ASTRONAUT, CROWD, encoded, photo, png_declaring
 
 TRANSPORT_LOG = "facecrop: Triton I/O"
 JPEG = {"Content-Type": "image/jpeg"}

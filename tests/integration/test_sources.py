@@ -1,4 +1,4 @@
-"""The photos people actually have, through the real gateway and Triton (tests/sources.py makes them
+"""The photos people actually have, through the real gateway and Triton (evaluation/sources.py makes them
 with real encoders and real profiles): colour converted to sRGB as LittleCMS converts it, on
 every endpoint that sends pixels; HEIC and AVIF found like their JPEG; animations kept frame by
 frame; EXIF kept as Cloudflare keeps it; and every malformed file of the new kinds a clear 4xx."""
@@ -13,8 +13,8 @@ import pytest
 import requests
 from PIL import Image, ImageSequence
 
-from local_triton.processes import running_gateway
-from tests.sources import (
+from evaluation.images import ASTRONAUT, ASTRONAUT_FACE, CROWD, photo
+from evaluation.sources import (
     CONTAINERS,
     GHOSTSCRIPT,
     animation,
@@ -27,7 +27,8 @@ from tests.sources import (
     profiles,
     srgb_reference,
 )
-from tests.support import ASTRONAUT, ASTRONAUT_FACE, CROWD, detect, error_of, photo
+from local_triton.processes import running_gateway
+from tests.support import detect, error_of
 
 CROP = {"width": "256", "height": "256", "gravity": "center", "zoom": "0", "format": "png"}
 MAX_MEAN_ERROR = 2.5  # levels, against LittleCMS (issue #35's target; measured: 0.1-0.6)
@@ -59,7 +60,7 @@ def test_a_tagged_source_goes_out_as_littlecms_makes_it_srgb(stack, astronaut, p
 @pytest.mark.parametrize("container", ["AVIF", "HEIF"])
 def test_an_nclx_display_p3_source_goes_out_as_littlecms_makes_it_srgb(stack, astronaut, container):
     """Code points, not a profile, as phones write them (colr nclx 12/13/6): converted as LittleCMS
-    converts through the tests' own Display P3 profile (tests/sources.py), not read as sRGB."""
+    converts through the tests' own Display P3 profile (evaluation/sources.py), not read as sRGB."""
     data = nclx_p3(astronaut, container)
     with Image.open(io.BytesIO(data)) as image:
         assert image.format == container and not image.info.get("icc_profile")

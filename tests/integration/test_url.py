@@ -1,5 +1,5 @@
 """GET /cdn-cgi/image/... through real gateways on the real Triton, with real HTTP origins on loopback
-(tests/origins.py): faces, sources, SSRF, signatures, caching, origins that misbehave."""
+(evaluation/origins.py): faces, sources, SSRF, signatures, caching, origins that misbehave."""
 
 from __future__ import annotations
 
@@ -20,13 +20,14 @@ import pytest
 import requests
 from PIL import Image
 
+from evaluation.images import ASTRONAUT, ASTRONAUT_FACE, CROWD, STADIUM, photo, png_declaring
+from evaluation.origins import photo_origin, trap
+from evaluation.service import inferences
 from facecrop_client import image_url
 from gateway.config import Settings
 from gateway.url.caching import EtagSealer, describe
 from gateway.url.options import parse_url_options
 from local_triton.processes import child_pids, free_port, running_gateway
-from tests.origins import photo_origin, trap
-from tests.support import ASTRONAUT, ASTRONAUT_FACE, CROWD, STADIUM, inferences, photo, png_declaring
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]  # where code blocks are quoted from

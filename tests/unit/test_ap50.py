@@ -1,6 +1,6 @@
 import pytest
 
-from tests.ap50 import average_precision
+from evaluation.ap50 import average_precision
 
 TRUTHS = [
     {"image": "a", "boxes": [[0, 0, 20, 20], [50, 50, 20, 20], [90, 90, 5, 5]]},

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 from PIL import Image, ImageOps
 
+from evaluation.images import STORED_AS, astronaut, encoded, png_declaring
 from gateway.decode import apply_orientation, decode_image, jpeg_reduction, read_header, upright_size
 from gateway.encode import output_format
 from gateway.errors import ImageTooLarge, MissingImage, UnsupportedImage
-from tests.support import STORED_AS, astronaut, decode, encoded, png_declaring
+from tests.support import decode
 
 
 @pytest.mark.parametrize("orientation", range(1, 9))

@@ -8,6 +8,9 @@ import pytest
 from PIL import Image, ImageCms
 
 import gateway.imaging.animation as animation_module
+from evaluation.corpus import long_gif
+from evaluation.images import astronaut
+from evaluation.sources import animation, nclx_p3, p3_colorants, profiles
 from gateway.decode import decode_image, read_header
 from gateway.encode import encode_image, keeps_alpha
 from gateway.errors import ImageTooLarge
@@ -16,9 +19,6 @@ from gateway.imaging.colour import CONVERTED, IGNORED, SRGB_ALREADY, conversion,
 from gateway.imaging.metadata import output_exif
 from gateway.imaging.normalise import WHITE, pillow_to_bgr, unpremultiplied, with_alpha
 from gateway.imaging.profiles import DISPLAY_P3
-from tests.corpus import long_gif
-from tests.sources import animation, nclx_p3, p3_colorants, profiles
-from tests.support import astronaut
 
 
 @pytest.mark.parametrize(
@@ -44,7 +44,7 @@ APPLE_P3_COLORANTS = np.array([[0.51512, 0.29198, 0.15710], [0.24120, 0.69225, 0
 
 
 def test_the_tests_display_p3_is_apples():
-    """The reference profile the colour tests use is written in tests/sources.py, not taken from
+    """The reference profile the colour tests use is written in evaluation/sources.py, not taken from
     the gateway: its colorants are Apple's, and it converts the reference colours above as theirs."""
     assert np.abs(p3_colorants() - APPLE_P3_COLORANTS).max() < 1e-4
     assert profiles()["display-p3"] != DISPLAY_P3

@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
-from facecrop_hiding import Hiding, hidden_share, hide_faces, plausible
 
+from facecrop_hiding import Hiding, hidden_share, hide_faces, plausible
 from gateway.detection.detections import Detections
 from gateway.pipeline import AUTO_MIN_SCORE, AUTO_SMALL_FACE, needs_tiles
 

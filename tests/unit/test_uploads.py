@@ -3,7 +3,7 @@
 import io
 import tempfile
 
-from tests.support import png_declaring
+from evaluation.images import png_declaring
 
 
 def test_large_multipart_upload_never_touches_a_temporary_file(monkeypatch, client):

@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from evaluation.images import astronaut, encoded, png_declaring
+from evaluation.origins import trap
 from facecrop_client import image_url
 from gateway.app import create_app
 from gateway.config import Settings
@@ -25,8 +27,7 @@ from gateway.url.caching import cache_control, conditions, negotiate
 from gateway.url.fetch import Fetcher, is_public
 from gateway.url.options import UNSUPPORTED, parse_url_options
 from gateway.url.sources import Source, resolve_source
-from tests.origins import trap
-from tests.support import NoFacesModel, astronaut, encoded, png_declaring, url_client, url_get
+from tests.support import NoFacesModel, url_client, url_get
 
 KEY, SALT = "736563726574", "73616c74"
 

@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from evaluation.images import astronaut, encoded
 from facecrop_client import image_url
 from gateway.url.options import parse_url_options
-from tests.support import astronaut, encoded, url_client, url_get
+from tests.support import url_client, url_get
 
 KEY, SALT = "736563726574", "73616c74"
 

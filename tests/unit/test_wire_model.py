@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 from bench.onnx_model import OnnxModel
+from evaluation.images import photo
 from gateway.config import Settings
 from gateway.detection.detectors import KINDS, serve
 from gateway.params import DetectOptions
 from gateway.pipeline import run_detection
 from local_triton.processes import PRODUCTION_REPOSITORY
-from tests.support import photo
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import av
 import cv2
 import numpy as np
 
-from tests.ap50 import ignored
+from evaluation.ap50 import ignored
 
 HIDDEN_SHARE = 0.8
 DEFACE_THRESHOLD = 0.2  # deface 1.5.0's defaults: --thresh 0.2, --mask-scale 1.3, ellipses

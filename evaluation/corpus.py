@@ -16,8 +16,8 @@ import cv2
 import numpy as np
 from PIL import Image, ImageCms, ImageOps
 
-from tests.sources import encoded_as
-from tests.support import STORED_AS, astronaut
+from evaluation.images import STORED_AS, astronaut
+from evaluation.sources import encoded_as
 
 SIZE = (96, 64)  # small: every file goes through every endpoint and format
 

@@ -1,0 +1,63 @@
+"""The shared photos (../shared/faces) and images built from them, for tests and benchmarks."""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+import zlib
+from functools import cache
+from pathlib import Path
+
+from PIL import Image
+
+from local_triton.processes import SHARED_FACES
+
+ASTRONAUT = "demo/skimage_astronaut.jpg"
+CROWD = "demo/widertest_20_Family_Group_Family_Group_20_435.jpg"
+STADIUM = "demo/biubug6_Pytorch_Retinaface_test.jpg"  # 30 faces found above 50 %, small and close together
+# The astronaut's face, in pixels of the 512 x 512 photo (checked by eye on the picture).
+ASTRONAUT_FACE = (178, 56, 93, 123)
+# How a camera stores an upright picture under each EXIF orientation (the inverse of the view).
+STORED_AS = {
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_90,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_270,
+}
+
+
+def photo(relative: str) -> Path:
+    path = SHARED_FACES / relative
+    if not path.is_file():
+        raise FileNotFoundError(f"missing shared test photo {path}: the checkout needs ../shared/faces beside it")
+    return path
+
+
+def labeled_set(name: str) -> tuple[Path, list[dict]]:
+    root = SHARED_FACES / name
+    return root / "images", json.loads((root / "gt.json").read_text())
+
+
+def encoded(image: Image.Image, fmt: str, **kwargs) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, fmt, **kwargs)
+    return buffer.getvalue()
+
+
+def png_declaring(width: int, height: int) -> bytes:
+    """A tiny PNG whose header declares width x height (a decompression bomb's shape)."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b"")
+
+
+@cache
+def astronaut() -> Image.Image:
+    return Image.open(photo(ASTRONAUT)).convert("RGB")
