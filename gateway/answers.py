@@ -58,7 +58,7 @@ def crop_headers(plan: CropPlan, result: DetectionResult | None) -> dict[str, st
     r = plan.region
     headers = {"X-Crop-Rect": f"{r.x},{r.y},{r.width},{r.height}"}
     if result is not None:
-        headers |= {"X-Face-Count": str(len(result.detections))} | result.headers
+        headers |= result.headers(len(result.detections))
     return headers
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify, request
 
-from facecrop_hiding import plausible, regions
+from facecrop_hiding import regions
 from gateway.answers import (
     crop_headers,
     crop_json,
@@ -34,7 +34,7 @@ bp = Blueprint("api", __name__)
 def detect_faces():
     options = parse_detect_options(read_parameters(request, DETECT_PARAMETERS))
     result, faces = detect(read_image_bytes(request), options)
-    return jsonify(image=image_size(result.image.size), faces=faces), 200, result.headers
+    return jsonify(image=image_size(result.image.size), faces=faces), 200, result.headers()
 
 
 @bp.post("/v1/crop")
@@ -57,8 +57,8 @@ def anonymize_faces():
     data = read_image_bytes(request)
     result, _ = detect(data, detect_options)
     found = result.detections
-    hidden = found[plausible(found.scores, found.boxes)]
-    headers = {"X-Face-Count": str(len(hidden))} | result.headers
+    hidden = found.to_hide()
+    headers = result.headers(len(hidden))
     if options.format == "json":
         shown = regions(hidden.boxes, options.margin, result.image.size)
         listed = [{"x": x1, "y": y1, "width": x2 - x1, "height": y2 - y1} for x1, y1, x2, y2 in shown.tolist()]

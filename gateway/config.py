@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import Field, dataclass, field, fields
 from typing import Any
 
+from gateway.decode import MAX_SIDE
 from gateway.detection.detectors import KINDS, every_wire_format
 from gateway.placement import SIZE_POWER
 from gateway.triton.wire import WIRE_FORMAT_NAMES
@@ -55,7 +56,7 @@ class Settings:
     pad_multiple: int = setting(256, "short side padded up to a multiple of this (a multiple of 32)")
     max_upload_bytes: int = setting(20 * 1024 * 1024, "largest request body (then 413)", "20971520 (20 MiB)")
     max_pixels: int = setting(100_000_000, "largest width x height, checked from the header (Cloudflare's)")
-    max_side: int = setting(12_000, "longest side, checked from the header, and the URL form's largest output side")
+    max_side: int = setting(MAX_SIDE, "longest side, checked from the header, and the URL form's largest output side")
     max_animation_frames: int = setting(
         1000,
         "most frames an animation kept as one (`anim=true`) may have, counted before any is decoded (as "

@@ -18,6 +18,7 @@ FOCAL_WORDS = ("face", "center")
 NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?")
 INTEGER = re.compile(r"-?[0-9]+")
 MAX_NUMBER_LENGTH = 40  # longer is never a sensible value, and huge integers are slow to convert
+MAX_CROP_SIDE = 4096  # /v1/crop's largest output side (the URL form's is Cloudflare's 12,000: decode.MAX_SIDE)
 
 
 @dataclass(frozen=True)
@@ -50,8 +51,17 @@ DETECT = (
     ),
 )
 CROP = (
-    Parameter("width", "integer", None, "Output width; alone, the height follows the region's aspect ratio.", 1, 4096),
-    Parameter("height", "integer", None, "Output height; alone, the width follows the region's aspect ratio.", 1, 4096),
+    Parameter(
+        "width", "integer", None, "Output width; alone, the height follows the region's aspect ratio.", 1, MAX_CROP_SIDE
+    ),
+    Parameter(
+        "height",
+        "integer",
+        None,
+        "Output height; alone, the width follows the region's aspect ratio.",
+        1,
+        MAX_CROP_SIDE,
+    ),
     Parameter(
         "gravity", "gravity", "face", "`face`, `center`, or a focal point `XxY` with X and Y in 0-1 (e.g. 0.5x0.33)."
     ),
@@ -83,6 +93,13 @@ CROP = (
 )
 _DETECT = {p.name: p for p in DETECT}
 _CROP = {p.name: p for p in CROP}
+
+
+def default(parameters: dict[str, Parameter], name: str) -> Any:
+    """A parameter's default, as its table declares it (the options' dataclasses take theirs from here)."""
+    return parameters[name].default
+
+
 # /v1/anonymize favours recall (a face missed is a face shown): a lower threshold and the tiled
 # pass by default, chosen by measurement (docs/defaults.md, "Anonymize"); every face found is hidden.
 ANONYMIZE = (
@@ -127,37 +144,36 @@ ANONYMIZE_PARAMETERS = frozenset(p.name for p in ANONYMIZE)
 
 @dataclass(frozen=True)
 class DetectOptions:
-    """What /v1/detect (and /v1/crop) report; defaults as in DETECT."""
+    """What /v1/detect (and /v1/crop) report; defaults from DETECT."""
 
-    min_confidence: float = 50.0
-    max_faces: int = 100
-    min_face_size: float = 0.0
-    landmarks: bool = True
-    detail: str = "standard"
+    min_confidence: float = default(_DETECT, "min_confidence")
+    max_faces: int = default(_DETECT, "max_faces")
+    min_face_size: float = default(_DETECT, "min_face_size")
+    landmarks: bool = default(_DETECT, "landmarks")
+    detail: str = default(_DETECT, "detail")
 
 
 @dataclass(frozen=True)
 class CropOptions:
-    """How /v1/crop frames and encodes; defaults as in CROP."""
+    """How /v1/crop frames and encodes; defaults from CROP (the URL form gives its own)."""
 
-    width: int | None = None
-    height: int | None = None
-    gravity: str | tuple[float, float] = "face"  # "face", "center" or a focal point (x, y) in 0-1
-    zoom: float = 0.5
-    faces: str = "all"
-    fit: str = (
-        "cover"  # one of Cloudflare's: cover, crop, aspect-crop, scale-down, contain, pad, squeeze (gateway/crop.py)
-    )
-    format: str | None = None  # None: the input's format when it is jpeg, png or webp, else jpeg
-    quality: int = 85
+    width: int | None = default(_CROP, "width")
+    height: int | None = default(_CROP, "height")
+    gravity: str | tuple[float, float] = default(_CROP, "gravity")  # "face", "center" or a focal point (x, y)
+    zoom: float = default(_CROP, "zoom")
+    faces: str = default(_CROP, "faces")
+    # one of Cloudflare's: cover, crop, aspect-crop, scale-down, contain, pad, squeeze (gateway/crop.py)
+    fit: str = default(_CROP, "fit")
+    format: str | None = default(_CROP, "format")  # None: the input's format when jpeg, png, webp or avif, else jpeg
+    quality: int = default(_CROP, "quality")
 
 
 @dataclass(frozen=True)
 class AnonymizeOptions(Hiding):
     """How /v1/anonymize hides faces (facecrop_hiding.Hiding) and encodes; defaults as in ANONYMIZE."""
 
-    format: str | None = None  # as for CropOptions
-    quality: int = 85
+    format: str | None = default(_CROP, "format")  # as for CropOptions
+    quality: int = default(_CROP, "quality")
 
 
 def _bounded(parameter: Parameter, raw: str, convert, kind: str):

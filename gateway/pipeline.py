@@ -64,15 +64,17 @@ class DetectionResult:
     tiles: int  # tiles of the tiled pass (detail=high or auto); 0 when only the standard pass ran
     models: tuple[str, ...]  # the models that ran, as the X-Detectors header says
 
-    @property
-    def headers(self) -> dict[str, str]:
-        """X-Passes (`standard` or `standard, tiled`) and X-Detectors (the models that ran)."""
-        return pass_headers("standard, tiled" if self.tiles else "standard", self.models)
+    def headers(self, faces: int | None = None) -> dict[str, str]:
+        """The detection's headers (detection_headers), `faces` the count the answer says."""
+        return detection_headers("standard, tiled" if self.tiles else "standard", self.models, faces)
 
 
-def pass_headers(passes: str, models: tuple[str, ...]) -> dict[str, str]:
-    """The headers that say which detection passes and models ran."""
-    return {"X-Passes": passes, "X-Detectors": ", ".join(models)}
+def detection_headers(passes: str, models: tuple[str, ...], faces: int | None = None) -> dict[str, str]:
+    """X-Passes (`standard` or `standard, tiled`) and X-Detectors (the models that ran), and
+    X-Face-Count where the answer says a count of faces (crops and anonymizing: every endpoint's
+    headers come from here)."""
+    headers = {"X-Passes": passes, "X-Detectors": ", ".join(models)}
+    return headers | ({"X-Face-Count": str(faces)} if faces is not None else {})
 
 
 def run_detection(

@@ -32,8 +32,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def stack():
-    """One real Triton + gateway pair for the whole session, on free ports."""
-    with running_stack("test", intra_op_threads=2) as running:
+    """One real Triton + gateway pair for the whole session, on free ports. The tests judge answers,
+    not speed: a busy machine's queue in Triton (a crowd at detail=high is both models on up to 9
+    tiles) must not turn an answer into a 504, so the inference deadline is a minute here; the
+    deadline itself is tested on a gateway of its own (test_operations)."""
+    with running_stack("test", {"FACECROP_INFER_TIMEOUT_S": "60"}, intra_op_threads=2) as running:
         yield running
 
 

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from facecrop_hiding import plausible
+
 LANDMARK_NAMES = ("left_eye", "right_eye", "nose", "mouth_left", "mouth_right")
 
 
@@ -23,6 +25,11 @@ class Detections:
     def __getitem__(self, selection: slice | np.ndarray) -> Detections:
         """The detections at `selection` (a slice, indices or a boolean mask), in that order."""
         return Detections(self.scores[selection], self.boxes[selection], self.landmarks[selection])
+
+    def to_hide(self) -> Detections:
+        """The faces anonymizing hides (/v1/anonymize, the URL form's anonymize): facecrop_hiding's
+        rule, faces of low confidence only at a plausible size."""
+        return self[plausible(self.scores, self.boxes)]
 
     def scaled(self, offset: tuple[float, float], scale: float | np.ndarray) -> Detections:
         """Moved by `offset` (x, y), then divided by `scale` (one, or x and y): from a tile's or a

@@ -16,7 +16,7 @@ import numpy as np
 from flask import Response, current_app, g, jsonify
 from flask.typing import ResponseReturnValue
 
-from facecrop_hiding import CONFIDENT, plausible
+from facecrop_hiding import CONFIDENT
 from gateway.answers import (
     crop_headers,
     crop_json,
@@ -38,7 +38,7 @@ from gateway.imaging.geometry import Geometry, border_rect, trim_rect, turn_dete
 from gateway.imaging.metadata import output_exif
 from gateway.imaging.saliency import salient_focus
 from gateway.observe import note
-from gateway.pipeline import FAST_SIZE, detect_frames, pass_headers
+from gateway.pipeline import FAST_SIZE, detect_frames, detection_headers
 from gateway.url.options import UrlOptions
 
 SAMPLED_FRAMES = 4  # an animation's frames whose faces decide its crop window (anonymize: every frame)
@@ -107,7 +107,7 @@ def frame(found: Detections, options: UrlOptions, size: tuple[int, int], picture
     most salient window (auto without faces: `picture()` gives the turned pixels), or a point."""
     gravity = options.crop.gravity
     framed = found[found.scores >= CONFIDENT] if options.hiding else found
-    hidden = found[plausible(found.scores, found.boxes)].boxes if options.hiding else None
+    hidden = found.to_hide().boxes if options.hiding else None
     crops = options.crop.fit in CROPPING_FITS
     if gravity in ("face", "auto") and len(framed) and crops:
         return Framing(framed.boxes, hidden, "face", "faces")
@@ -154,7 +154,7 @@ def render_animation(
         found, models = detect_frames(sampled, services.detectors, services.settings, options.detect, g.timer)
         merged = finish(Detections.concatenate(found), (height, width), options.detect)
         per_frame = found if options.hiding else None
-        headers |= {"X-Face-Count": str(len(merged))} | pass_headers("standard", models)
+        headers |= detection_headers("standard", models, len(merged))
         note(faces=len(merged))
     note(image={"width": width, "height": height, "format": header.format, "frames": len(frames)})
     framing = frame(merged, options, (width, height), lambda: frames[0])
@@ -173,7 +173,7 @@ def render_animation(
         hidden = None
         if per_frame is not None and options.hiding is not None:
             here = per_frame[index]
-            hidden = (here[plausible(here.scores, here.boxes)].boxes, options.hiding)
+            hidden = (here.to_hide().boxes, options.hiding)
         picture, colour = finished_crop(cut, image, plan, options.background, hidden, options.filters)
         rendered.append(picture)
     with g.timer.stage("encode"):
