@@ -23,10 +23,6 @@ class Rect:
     height: int
 
 
-# Cloudflare's fits: those that crop follow gravity and zoom; the others keep the whole image.
-CROPPING_FITS = frozenset({"cover", "crop", "aspect-crop"})
-
-
 @dataclass(frozen=True)
 class CropPlan:
     region: Rect  # what is cut out of the original image
@@ -141,7 +137,7 @@ def plan_crop(boxes: np.ndarray, image: tuple[int, int], options: CropOptions, p
     crop keep the whole image; fit=crop where the region is smaller than width x height keeps
     the region before widening, never enlarged (Cloudflare's: like scale-down).
     """
-    if options.fit not in CROPPING_FITS:
+    if not options.crops:
         whole = Rect(0, 0, *image)
         canvas = (options.width, options.height) if options.fit == "pad" else None
         output = output_size(whole, options)

@@ -153,6 +153,11 @@ class DetectOptions:
     detail: str = default(_DETECT, "detail")
 
 
+# Cloudflare's fits: those that crop follow gravity and zoom; the others keep the whole image.
+CROPPING_FITS = frozenset({"cover", "crop", "aspect-crop"})
+FACE_GRAVITIES = ("face", "auto")  # auto: the faces where there are any, else the salient window
+
+
 @dataclass(frozen=True)
 class CropOptions:
     """How /v1/crop frames and encodes; defaults from CROP (the URL form gives its own)."""
@@ -166,6 +171,16 @@ class CropOptions:
     fit: str = default(_CROP, "fit")
     format: str | None = default(_CROP, "format")  # None: the input's format when jpeg, png, webp or avif, else jpeg
     quality: int = default(_CROP, "quality")
+
+    @property
+    def crops(self) -> bool:
+        """Whether the fit crops (and so follows gravity and zoom) rather than keeping the whole image."""
+        return self.fit in CROPPING_FITS
+
+    @property
+    def follows_faces(self) -> bool:
+        """Whether the window goes where the faces are (gravity face, or auto where there are faces)."""
+        return self.crops and self.gravity in FACE_GRAVITIES
 
 
 @dataclass(frozen=True)

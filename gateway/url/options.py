@@ -15,7 +15,6 @@ from typing import Any
 from urllib.parse import unquote
 
 from facecrop_hiding import Hiding
-from gateway.crop import CROPPING_FITS
 from gateway.decode import MAX_SIDE  # Cloudflare's 12,000 px a side, for outputs too (100 MP: Settings.max_pixels)
 from gateway.errors import InvalidParameter
 from gateway.imaging.filters import Filters
@@ -157,8 +156,7 @@ class UrlOptions:
     @property
     def needs_faces(self) -> bool:
         """Whether the answer depends on the faces: a crop by gravity=face or auto, anonymize, or format=json."""
-        framing = self.crop.gravity in ("face", "auto") and self.crop.fit in CROPPING_FITS
-        return self.hiding is not None or self.format == "json" or framing
+        return self.hiding is not None or self.format == "json" or self.crop.follows_faces
 
 
 def split_options(segment: str) -> dict[str, str]:

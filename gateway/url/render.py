@@ -28,7 +28,7 @@ from gateway.answers import (
     turned_image,
     underlay,
 )
-from gateway.crop import CROPPING_FITS, render_crop
+from gateway.crop import render_crop
 from gateway.decode import DecodedImage, ImageHeader, decode_image, read_header, upright_size
 from gateway.detection.detections import Detections, face_objects
 from gateway.detection.postprocess import finish
@@ -108,10 +108,9 @@ def frame(found: Detections, options: UrlOptions, size: tuple[int, int], picture
     gravity = options.crop.gravity
     framed = found[found.scores >= CONFIDENT] if options.hiding else found
     hidden = found.to_hide().boxes if options.hiding else None
-    crops = options.crop.fit in CROPPING_FITS
-    if gravity in ("face", "auto") and len(framed) and crops:
+    if options.crop.follows_faces and len(framed):
         return Framing(framed.boxes, hidden, "face", "faces")
-    if gravity == "auto" and crops and picture is not None:
+    if gravity == "auto" and options.crop.crops and picture is not None:
         window = crop_plan(NO_FACES.boxes, size, replace(options.crop, gravity="center")).region
         focus = salient_focus(picture(), (window.width, window.height), size)
         return Framing(NO_FACES.boxes, hidden, focus, "saliency")
