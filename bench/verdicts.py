@@ -1,6 +1,6 @@
 """The targets `make bench` checks, and its verdict on each from what it measured in the same run:
 sections `record` a target with the figure they printed beside it; the report opens with the table.
-No verdict is written by hand: bench/RESULTS.md's table is this one."""
+No verdict is written by hand: each results file's table (bench/results/) is this one."""
 
 from __future__ import annotations
 

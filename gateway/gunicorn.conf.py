@@ -58,7 +58,7 @@ def post_fork(server, worker):
     2-core VM, more than half the decode. Served from a heap that keeps up to 24 MiB free
     they fault once; a fixed mmap threshold (glibc would otherwise raise it after each large
     free) still sends the rare huge buffer to its own mmap, and one arena rather than one
-    per thread keeps fragmentation, and RSS, bounded (bench/RESULTS.md).
+    per thread keeps fragmentation, and RSS, bounded (bench/README.md).
 
     Requests already run in parallel on the workers' threads; OpenCV's own thread pool would
     split each resize and rotation over every core again, spending CPU on coordination.

@@ -1,7 +1,7 @@
 """Give a worker's unused pages back to the system when it goes quiet (jemalloc with its decay off).
 
 jemalloc's own decay purges pages while requests still come; each 12 MP photo then touches its
-buffers afresh, ~3,000 page faults and 15-20 % more gateway CPU (bench/RESULTS.md). With decay
+buffers afresh, ~3,000 page faults and 15-20 % more gateway CPU (bench/README.md). With decay
 off (MALLOC_CONF in gateway/Dockerfile and local_triton/allocators.py), a worker thread purges
 instead: once the worker has handled no request for a check interval, or when the unused pages
 it keeps exceed a bound (glibc's trim threshold, kept where jemalloc can keep it). Where jemalloc

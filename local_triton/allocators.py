@@ -5,7 +5,7 @@ replaces malloc for the whole process, Python, numpy and OpenCV included.
 
 Chosen with `make soak SOAK_ARGS="--allocators glibc,jemalloc,mimalloc"` (the same bursts to
 each, side by side): jemalloc's workers end a mixed day with 70-90 MiB of heap and flat; glibc's
-with 90-130 MiB, creeping up; mimalloc's with 100-165 MiB (bench/RESULTS.md)."""
+with 90-130 MiB, creeping up; mimalloc's with 100-165 MiB (bench/README.md)."""
 
 from __future__ import annotations
 
