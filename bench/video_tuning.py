@@ -35,6 +35,7 @@ import numpy as np
 from bench.workload import report_command
 from evaluation.hidden import DETAIL_KEPT, INNER, deface_regions, detail, region_mask
 from facecrop_client import Client
+from facecrop_client.presets import FAST as PRESET_FAST
 from facecrop_client.video import CRF, SPEED_OPTIONS, detect_frame, held, video_encoder
 from facecrop_hiding import Hiding, hidden_share, hide_faces, plausible
 from local_triton.processes import SHARED_FACES
@@ -191,7 +192,8 @@ def judge(
     return results
 
 
-FAST = Policy(12, 1.3, 2, 0)  # `facecrop video --fast`: the defaults before, the standard pass only
+# `facecrop video --fast`: the standard pass only
+FAST = Policy(PRESET_FAST.min_confidence, PRESET_FAST.margin, PRESET_FAST.hold, PRESET_FAST.tile_every)
 
 
 def candidates() -> list[Policy]:

@@ -28,6 +28,7 @@ from facecrop_client.batch import (
     run_batch,
 )
 from facecrop_client.client import Client, FacecropError
+from facecrop_client.presets import DEFAULTS, FAST
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 DEFAULT_TIMEOUT_S = 60.0
@@ -53,13 +54,17 @@ def connection_options() -> argparse.ArgumentParser:
 
 def add_finding_options(parser: argparse.ArgumentParser) -> None:
     """Which faces are found (every endpoint)."""
-    parser.add_argument("--min-confidence", type=float, help="percent, 0-100 (default 50; anonymize 8; video 12)")
+    parser.add_argument(
+        "--min-confidence",
+        type=float,
+        help=f"percent, 0-100 (default 50; anonymize 8; video {DEFAULTS.min_confidence:g})",
+    )
     parser.add_argument("--min-face-size", type=float, help="shortest face side in pixels")
     parser.add_argument(
         "--detail",
         choices=("standard", "auto", "high", "fast"),
         help="high: also a tiled pass for small faces (slower); auto: only where the standard pass sees small faces; "
-        "fast: the standard pass at 640 pixels (default standard; anonymize and video auto)",
+        "fast: the standard pass at 640 pixels (default standard; anonymize auto; video auto on every second frame)",
     )
 
 
@@ -89,7 +94,11 @@ def add_crop_options(parser: argparse.ArgumentParser) -> None:
 def add_anonymize_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", choices=("blur", "pixelate", "fill"), help="service default blur")
     parser.add_argument("--strength", type=float, help="0.05-1, relative to each face (default 1)")
-    parser.add_argument("--margin", type=float, help="1-3: each face box grown so many times (default 1.5; video 1.4)")
+    parser.add_argument(
+        "--margin",
+        type=float,
+        help=f"1-3: each face box grown so many times (the service's default; video {DEFAULTS.margin:g})",
+    )
     parser.add_argument("--shape", choices=("ellipse", "rect"))
 
 
@@ -130,10 +139,14 @@ def parser() -> argparse.ArgumentParser:
     video.add_argument(
         "--fast",
         action="store_true",
-        help="the standard pass alone, 12%% and margin 1.3: faster, and fewer faces hidden (docs/video.md)",
+        help=f"the standard pass alone on every frame, {FAST.min_confidence:g}%% and margin {FAST.margin:g}: faster, "
+        "and fewer faces hidden (docs/video.md)",
     )
     video.add_argument(
-        "--hold", type=int, default=None, help="frames a face missed between two sightings stays hidden (default 2)"
+        "--hold",
+        type=int,
+        default=None,
+        help=f"frames a face missed between two sightings stays hidden (default {DEFAULTS.hold})",
     )
     video.add_argument(
         "--crf", type=int, default=None, help="quality of the re-encoded video, lower is better (default 20)"
@@ -250,7 +263,7 @@ def video_module():
 def video_job(args: argparse.Namespace, source: Path, target: Path, mode: str = "anonymize"):
     """The VideoJob of `video` or `batch`: their finding and hiding options over the video defaults."""
     videos = video_module()
-    preset = videos.FAST if getattr(args, "fast", False) else videos.DEFAULTS
+    preset = FAST if getattr(args, "fast", False) else DEFAULTS
     defaults = videos.VideoJob(source, target)
     params = {"min_confidence": preset.min_confidence, "max_faces": 1000, "landmarks": mode == "detect"}
     params |= service_params(args, FINDING_OPTIONS)

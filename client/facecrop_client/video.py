@@ -27,31 +27,13 @@ import numpy as np
 from av.video.stream import VideoStream
 
 from facecrop_client.client import Client
+from facecrop_client.presets import DEFAULTS
 from facecrop_hiding import Hiding, hidden_share, hide_faces, plausible
 
 DETECT_SIDE = 1024  # the service's standard pass sees no more (FACECROP_TARGET_SIZE)
 JPEG_QUALITY = 90
 
 
-@dataclass(frozen=True)
-class Preset:
-    """How hard a job looks for faces: the lowest confidence hidden, each region's margin, the frames
-    a face missed between two sightings stays hidden, and how often a frame is sent whole with
-    detail=auto (tiled where the standard pass sees small faces; 0: never)."""
-
-    min_confidence: float
-    margin: float
-    hold: int
-    tile_every: int
-
-
-# Privacy first: chosen on the four clips of ../shared/faces/video, each held out in turn
-# (bench/video_tuning.py, docs/video.md, "Video"): of the settings within 1.5 times deface's area on every
-# clip, the one hiding the most beyond deface's in its worst clip (none reaches deface + 0.03 on all
-# four: the masks lack 0.003); the tiled pass on every frame where the standard pass sees small faces.
-DEFAULTS = Preset(min_confidence=12.0, margin=1.4, hold=2, tile_every=1)
-# --fast: the standard pass alone (the defaults before), for footage where speed matters more.
-FAST = Preset(min_confidence=12.0, margin=1.3, hold=2, tile_every=0)
 # constant quality (x264, x265, VP9, AV1): the shared clip's own; 18 made files 1.6x larger (docs/video.md)
 CRF = 20
 ENCODERS = {"h264": "libx264", "hevc": "libx265", "vp9": "libvpx-vp9", "vp8": "libvpx", "av1": "libsvtav1"}

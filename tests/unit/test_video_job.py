@@ -1,8 +1,12 @@
-"""`facecrop video --hold`: a face missed between two sightings is hidden where it should be."""
+"""`facecrop video`: a face missed between two sightings hidden where it should be (--hold), and
+which frames are sent with detail=auto."""
+
+from pathlib import Path
 
 import numpy as np
 
-from facecrop_client.video import held, same_faces
+from facecrop_client.presets import FAST
+from facecrop_client.video import VideoJob, held, same_faces
 
 
 def box(x: float, y: float, side: float = 20.0, score: float = 0.9) -> list[float]:
@@ -29,3 +33,14 @@ def test_same_faces_needs_close_centres_and_similar_sizes():
     assert same_faces(a, np.array([box(108, 100), box(115, 100), box(100, 100, side=40)])).tolist() == [
         [True, False, False]
     ]
+
+
+def test_the_default_job_sends_every_second_frame_with_detail_auto():
+    """docs/defaults.md, "Video": detail=auto on frames 0, 2, 4, ... (the tiled pass where the standard
+    pass sees small faces), the standard pass on the others; --fast never; a detail given wins."""
+    job = VideoJob(Path("in.mp4"), Path("out.mp4"), params={"min_confidence": 12.0})
+    assert [job.params_for(i).get("detail") for i in range(5)] == ["auto", None, "auto", None, "auto"]
+    fast = VideoJob(Path("in.mp4"), Path("out.mp4"), tile_every=FAST.tile_every)
+    assert all("detail" not in fast.params_for(i) for i in range(5))
+    given = VideoJob(Path("in.mp4"), Path("out.mp4"), params={"detail": "high"})
+    assert all(given.params_for(i)["detail"] == "high" for i in range(5))
