@@ -72,7 +72,7 @@ def configuration_table() -> str:
         rows.append(f"| `{variable(item)}` | {default} | {item.metadata['meaning']} |")
     gunicorn = runpy.run_path(str(ROOT / "gateway" / "gunicorn.conf.py"))["VARIABLES"]
     for name, (default, meaning) in {**OTHER_VARIABLES, **gunicorn}.items():
-        rows.append(f"| `{name}` | {shown(default) if default != 'none' else 'none'} | {meaning} |")
+        rows.append(f"| `{name}` | {shown(default)} | {meaning} |")
     return "\n".join(rows)
 
 

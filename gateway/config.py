@@ -54,7 +54,7 @@ class Settings:
     )
     target_size: int = setting(1024, "long side images are scaled to (a multiple of 32)")
     pad_multiple: int = setting(256, "short side padded up to a multiple of this (a multiple of 32)")
-    max_upload_bytes: int = setting(20 * 1024 * 1024, "largest request body (then 413)", "20971520 (20 MiB)")
+    max_upload_bytes: int = setting(20 * 1024 * 1024, "largest request body (then 413)", "`20971520` (20 MiB)")
     max_pixels: int = setting(100_000_000, "largest width x height, checked from the header (Cloudflare's)")
     max_side: int = setting(MAX_SIDE, "longest side, checked from the header, and the URL form's largest output side")
     max_animation_frames: int = setting(
@@ -167,10 +167,10 @@ class Settings:
         return self.model_names.get(model, model)
 
 
-# Read by from_env beside the fields (name: default as shown, meaning); gunicorn's own are in
+# Read by from_env beside the fields (name: default, meaning); gunicorn's own are in
 # gateway/gunicorn.conf.py's VARIABLES.
 API_KEYS_FILE = "FACECROP_API_KEYS_FILE"
-OTHER_VARIABLES = {API_KEYS_FILE: ("none", "a file with more API keys, one a line (a mounted secret)")}
+OTHER_VARIABLES = {API_KEYS_FILE: ("", "a file with more API keys, one a line (a mounted secret)")}
 
 
 def variable(item: Field) -> str:
