@@ -30,7 +30,7 @@ import numpy as np
 from bench.phone import phone_photos, process_cpu_s
 from bench.verdicts import record, shown
 from bench.workload import must_succeed, service_call
-from gateway.decode import JPEG_REDUCTIONS, jpeg_reduction, read_header, upright_size
+from gateway.decode import JPEG_REDUCTIONS, jpeg_reduction, read_header
 from gateway.detection.preprocess import scale_for
 from local_triton.processes import SHARED_FACES, Stack, running_gateway, running_stack
 
@@ -68,7 +68,7 @@ def floor_cpu_ms(photos: list[bytes], target_size: int = 1024, rounds: int = 3, 
                 time.sleep(asleep_s)
             started = time.thread_time()
             header = read_header(data, 50_000_000)
-            width, height = upright_size(header)
+            width, height = header.upright_size
             flags = JPEG_REDUCTIONS[jpeg_reduction(header, scale_for(height, width, target_size))]
             pixels = cv2.imdecode(np.frombuffer(data, np.uint8), flags | cv2.IMREAD_IGNORE_ORIENTATION)
             rows, cols = pixels.shape[:2]

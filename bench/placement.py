@@ -35,7 +35,7 @@ from bench.verdicts import record, shown
 from evaluation.images import labeled_set
 from gateway.config import Settings
 from gateway.crop import Rect, face_box, focal_point, place, plan_crop, region_size, widen_to_aspect
-from gateway.params import CropOptions
+from gateway.params import GRAVITIES, CropOptions
 from local_triton.processes import SHARED_FACES, Stack, running_gateway, running_stack
 
 SETS = ("wider_val_native", "wider_val_416sq", "facemask", "dlib_voc_faces")
@@ -120,7 +120,7 @@ def centred(case: Case) -> Rect:
     """Cloudflare's rule at zoom 0: the largest window of the output's aspect, centred on the faces."""
     box = face_box(case.faces)
     size = widen_to_aspect(region_size(box, 0, case.image), case.output[0] / case.output[1], case.image)
-    return place(size, focal_point(box, "face", case.image), case.image)
+    return place(size, focal_point(box, GRAVITIES["face"], case.image), case.image)
 
 
 def given_truth(case: Case) -> Rect:

@@ -40,7 +40,8 @@ def shown(value: object) -> str:
 
 def values(parameter: params.Parameter) -> str:
     if parameter.choices:
-        return ", ".join(f"`{choice}`" for choice in parameter.choices)
+        words = ", ".join(f"`{choice}`" for choice in parameter.choices)
+        return words + (", `XxY`" if parameter.kind == "gravity" else "")
     if parameter.low is not None:
         return f"{parameter.low:g}-{parameter.high:g}"
     return parameter.kind

@@ -1,69 +1,35 @@
-"""The API blueprint: POST /v1/detect, /v1/crop and /v1/anonymize."""
+"""The API blueprint: POST /v1/detect, /v1/crop and /v1/anonymize, each its parameters parsed into
+the one typed request (gateway/request.py) that gateway/processing answers."""
 
 from __future__ import annotations
 
-from flask import Blueprint, jsonify, request
+from flask import Blueprint, current_app, g, request
+from flask.typing import ResponseReturnValue
 
-from facecrop_hiding import regions
-from gateway.answers import (
-    crop_headers,
-    crop_json,
-    crop_pixels,
-    crop_plan,
-    detect,
-    encoded,
-    hidden_pixels,
-    image_size,
-    underlay,
-)
-from gateway.detection.detections import face_objects
-from gateway.params import (
-    ANONYMIZE_PARAMETERS,
-    CROP_PARAMETERS,
-    DETECT_PARAMETERS,
-    parse_anonymize_options,
-    parse_crop_options,
-    parse_detect_options,
-)
+from gateway.params import ANONYMIZE_PARAMETERS, CROP_PARAMETERS, DETECT_PARAMETERS
+from gateway.processing.answer import process
+from gateway.request import ImageRequest, anonymize_request, crop_request, detect_request
 from gateway.uploads import read_image_bytes, read_parameters
 
 bp = Blueprint("api", __name__)
 
 
 @bp.post("/v1/detect")
-def detect_faces():
-    options = parse_detect_options(read_parameters(request, DETECT_PARAMETERS))
-    result, faces = detect(read_image_bytes(request), options)
-    return jsonify(image=image_size(result.image.size), faces=faces), 200, result.headers()
+def detect_faces() -> ResponseReturnValue:
+    return answer(detect_request(read_parameters(request, DETECT_PARAMETERS)))
 
 
 @bp.post("/v1/crop")
-def crop():
-    values = read_parameters(request, DETECT_PARAMETERS | CROP_PARAMETERS)
-    options = parse_crop_options(values)
-    data = read_image_bytes(request)
-    result, faces = detect(data, parse_detect_options(values))
-    plan = crop_plan(result.detections.boxes, result.image.size, options)
-    headers = crop_headers(plan, result)
-    if options.format == "json":
-        return jsonify(crop_json(result.image.size, plan, faces)), 200, headers
-    pixels, colour = crop_pixels(data, result.image, plan, underlay(options.format, result.image.format))
-    return encoded(pixels, options.format, result.image.format, options.quality, headers | colour)
+def crop() -> ResponseReturnValue:
+    return answer(crop_request(read_parameters(request, DETECT_PARAMETERS | CROP_PARAMETERS)))
 
 
 @bp.post("/v1/anonymize")
-def anonymize_faces():
-    detect_options, options = parse_anonymize_options(read_parameters(request, ANONYMIZE_PARAMETERS))
-    data = read_image_bytes(request)
-    result, _ = detect(data, detect_options)
-    found = result.detections
-    hidden = found.to_hide()
-    headers = result.headers(len(hidden))
-    if options.format == "json":
-        shown = regions(hidden.boxes, options.margin, result.image.size)
-        listed = [{"x": x1, "y": y1, "width": x2 - x1, "height": y2 - y1} for x1, y1, x2, y2 in shown.tolist()]
-        faces = face_objects(hidden, with_landmarks=False)
-        return jsonify(image=image_size(result.image.size), regions=listed, faces=faces), 200, headers
-    background = underlay(options.format, result.image.format)
-    pixels, colour = hidden_pixels(data, result.image, hidden.boxes, options, background)
-    return encoded(pixels, options.format, result.image.format, options.quality, headers | colour)
+def anonymize_faces() -> ResponseReturnValue:
+    return answer(anonymize_request(read_parameters(request, ANONYMIZE_PARAMETERS)))
+
+
+def answer(image_request: ImageRequest) -> ResponseReturnValue:
+    """The uploaded image's answer."""
+    services = current_app.extensions["facecrop"]
+    return process(read_image_bytes(request), image_request, services.settings, services.detectors, g.timer)

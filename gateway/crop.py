@@ -11,7 +11,7 @@ import cv2
 import numpy as np
 
 from gateway.decode import DecodedImage
-from gateway.params import CropOptions
+from gateway.params import CropOptions, Gravity
 from gateway.placement import SIZE_POWER, place_for_faces
 
 
@@ -34,6 +34,11 @@ class CropPlan:
         """(width, height) of the returned picture."""
         return self.canvas or self.output
 
+    @property
+    def source_scale(self) -> float:
+        """The fraction of each original side the output needs (at most 1: no more than the original has)."""
+        return min(1.0, max(self.output[0] / self.region.width, self.output[1] / self.region.height))
+
 
 def framed_faces(boxes: np.ndarray, faces: str) -> np.ndarray:
     """The faces [K, 4] the crop must frame: every one (`all`) or the largest one."""
@@ -50,14 +55,12 @@ def face_box(boxes: np.ndarray) -> np.ndarray | None:
     return np.concatenate([boxes[:, :2].min(axis=0), boxes[:, 2:].max(axis=0)])
 
 
-def focal_point(
-    box: np.ndarray | None, gravity: str | tuple[float, float], image: tuple[int, int]
-) -> tuple[float, float]:
-    """The face box's centre for gravity=face; else (or with no face) the image centre or XxY."""
+def focal_point(box: np.ndarray | None, gravity: Gravity, image: tuple[int, int]) -> tuple[float, float]:
+    """The face box's centre where the gravity follows faces and there is one; else its point."""
     width, height = image
-    if gravity == "face" and box is not None:
+    if gravity.follows != "point" and box is not None:
         return (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
-    fx, fy = gravity if isinstance(gravity, tuple) else (0.5, 0.5)
+    fx, fy = gravity.point
     return fx * width, fy * height
 
 
@@ -142,7 +145,7 @@ def plan_crop(boxes: np.ndarray, image: tuple[int, int], options: CropOptions, p
         canvas = (options.width, options.height) if options.fit == "pad" else None
         output = output_size(whole, options)
         return CropPlan(whole, output, canvas and (canvas[0] or output[0], canvas[1] or output[1]))
-    framed = framed_faces(boxes, options.faces) if options.gravity == "face" else boxes[:0]
+    framed = framed_faces(boxes, options.faces) if options.gravity.follows != "point" else boxes[:0]
     box = face_box(framed)
     size = focused = region_size(box, options.zoom, image)
     if options.width is not None and options.height is not None:
@@ -150,10 +153,11 @@ def plan_crop(boxes: np.ndarray, image: tuple[int, int], options: CropOptions, p
     if options.fit == "crop" and ((options.width or 0) > size[0] or (options.height or 0) > size[1]):
         size, options = focused, replace(options, fit="scale-down")  # smaller than asked: as scale-down
     region = place(size, focal_point(box, options.gravity, image), image)
+    output = output_size(region, options)  # the region's size decides it, not where it goes
     if len(framed):
         x, y = place_for_faces((region.x, region.y), (region.width, region.height), framed, image, power)
         region = Rect(x, y, region.width, region.height)
-    return CropPlan(region=region, output=output_size(region, options))
+    return CropPlan(region=region, output=output)
 
 
 def pad_to(pixels: np.ndarray, canvas: tuple[int, int], color: tuple[int, int, int]) -> np.ndarray:
@@ -164,11 +168,6 @@ def pad_to(pixels: np.ndarray, canvas: tuple[int, int], color: tuple[int, int, i
     return cv2.copyMakeBorder(
         pixels, top, canvas[1] - height - top, left, canvas[0] - width - left, cv2.BORDER_CONSTANT, value=color
     )
-
-
-def source_scale(plan: CropPlan) -> float:
-    """The fraction of each original side the output needs (at most 1: no more than the original has)."""
-    return min(1.0, max(plan.output[0] / plan.region.width, plan.output[1] / plan.region.height))
 
 
 def render_crop(image: DecodedImage, plan: CropPlan) -> np.ndarray:

@@ -56,6 +56,11 @@ class ImageHeader:
     animated: bool = False  # a GIF or WebP of more than one frame
 
     @property
+    def upright_size(self) -> tuple[int, int]:
+        """(W, H) of the image as shown: orientations 5-8 swap the stored sides."""
+        return (self.height, self.width) if self.orientation >= 5 else (self.width, self.height)
+
+    @property
     def opencv_decodes(self) -> bool:
         """Whether OpenCV's decoder reads it as it is: opaque 8-bit JPEG, PNG or WebP."""
         return self.format in OPENCV_FORMATS and self.mode in OPENCV_MODES and not self.transparent
@@ -181,11 +186,6 @@ def apply_orientation(pixels: np.ndarray, orientation: int, out: np.ndarray | No
     return ORIENTATIONS[orientation](pixels, out)
 
 
-def upright_size(header: ImageHeader) -> tuple[int, int]:
-    """(W, H) of the image as shown: orientations 5-8 swap the stored sides."""
-    return (header.height, header.width) if header.orientation >= 5 else (header.width, header.height)
-
-
 def jpeg_reduction(header: ImageHeader, min_scale: float) -> int:
     """The largest DCT reduction (1, 2, 4 or 8) that keeps at least `min_scale` of each side;
     1 for formats other than JPEG."""
@@ -234,10 +234,28 @@ def decode_image(
     return DecodedImage(
         stored=stored,
         format=header.format,
-        size=upright_size(header),
+        size=header.upright_size,
         orientation=header.orientation,
         icc=None if colour else header.icc,
         colour=colour,
         background=background,
         transparent=header.transparent,
     )
+
+
+def with_resolution(
+    image: DecodedImage,
+    min_scale: float,
+    data: bytes,
+    header: ImageHeader,
+    background: BGR | None,
+    timer: StageTimer | None = None,
+) -> DecodedImage:
+    """`image` if it has at least `min_scale` of each original side and its transparency is as
+    `background` asks (flattened onto it; None: kept), else `data` (its `header` read already) decoded
+    again, a JPEG reduced no further than that: a crop pays for a full decode only when its output
+    needs more pixels, or transparency the detection's decode flattened."""
+    as_asked = not image.transparent or image.background == background
+    if as_asked and (image.is_full_size or image.scale.min() >= min_scale):
+        return image
+    return decode_image(data, header, min_scale, timer, background)

@@ -10,7 +10,7 @@ from gateway.detection.detections import LANDMARK_NAMES
 from gateway.encode import CONTENT_TYPES
 from gateway.errors import documented_errors
 from gateway.params import ANONYMIZE, CROP, DETECT, Parameter
-from gateway.url.options import ALIASES, OPTIONS, QUALITY_WORDS, SIDES
+from gateway.url.options import ALIASES, OPTIONS, QUALITY_WORDS
 
 IMAGE_TYPES = (
     "image/jpeg",
@@ -32,9 +32,9 @@ def parameter_schema(parameter: Parameter) -> dict[str, Any]:
         schema = {"type": "boolean"}
     elif parameter.kind == "choice":
         schema = {"type": "string", "enum": list(parameter.choices)}
-    else:  # gravity
+    else:  # gravity: its table's words, or XxY
         unit = r"(0|1|0\.[0-9]+|1\.0+)"
-        schema = {"type": "string", "pattern": rf"^(face|center|{unit}x{unit})$"}
+        schema = {"type": "string", "pattern": rf"^({'|'.join(parameter.choices)}|{unit}x{unit})$"}
     if parameter.default is not None:
         schema["default"] = parameter.default
     return schema
@@ -45,9 +45,6 @@ def url_option_schema(parameter: Parameter) -> dict[str, Any]:
     if parameter.kind == "quality":
         number = {"type": "integer", "minimum": 1, "maximum": 100}
         schema: dict[str, Any] = {"anyOf": [number, {"type": "string", "enum": list(QUALITY_WORDS)}]}
-    elif parameter.kind == "gravity":
-        unit = r"(0|1|0\.[0-9]+|1\.0+)"
-        schema = {"type": "string", "pattern": rf"^(face|auto|center|{'|'.join(SIDES)}|{unit}x{unit})$"}
     elif parameter.kind in ("color", "trim"):
         schema = {"type": "string"}
     elif parameter.kind == "upscale":
@@ -185,9 +182,12 @@ SCHEMAS = {
             "image": integer_object("width", "height"),
             "crop": integer_object("x", "y", "width", "height"),
             "output": integer_object("width", "height"),
+            "focus": {"type": "string", "enum": ["faces", "saliency", "center", "point"]},
+            # the URL form's anonymize: the regions hidden
+            "regions": {"type": "array", "items": integer_object("x", "y", "width", "height")},
             "faces": {"type": "array", "items": {"$ref": "#/components/schemas/Face"}},
         },
-        "required": ["image", "crop", "output", "faces"],
+        "required": ["image", "crop", "output", "focus", "faces"],
     },
     "Anonymization": {
         "type": "object",
@@ -221,7 +221,10 @@ def openapi_document() -> dict:
         },
     }
     face_count = {
-        "X-Face-Count": {"description": "Faces detected", "schema": {"type": "string", "pattern": r"^\d+$"}},
+        "X-Face-Count": {
+            "description": "Faces detected (those hidden, where the answer hides them)",
+            "schema": {"type": "string", "pattern": r"^\d+$"},
+        },
         **passes,
     }
     crop_headers = {
@@ -261,7 +264,7 @@ def openapi_document() -> dict:
                     "parameters": query_parameters(DETECT),
                     "requestBody": request_body(),
                     "responses": {
-                        "200": json_response("Faces, highest confidence first", "Detection", passes),
+                        "200": json_response("Faces, highest confidence first", "Detection", face_count),
                         **error_responses(),
                     },
                     "security": api_security,

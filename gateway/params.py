@@ -13,12 +13,37 @@ from facecrop_hiding import Hiding
 from gateway.errors import InvalidParameter
 
 BOOLEANS = {"true": True, "false": False}
-FOCAL_WORDS = ("face", "center")
 # Plain decimal notation only (no whitespace, underscores, hex, nan or inf), as documented.
 NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?")
 INTEGER = re.compile(r"-?[0-9]+")
 MAX_NUMBER_LENGTH = 40  # longer is never a sensible value, and huge integers are slow to convert
 MAX_CROP_SIDE = 4096  # /v1/crop's largest output side (the URL form's is Cloudflare's 12,000: decode.MAX_SIDE)
+
+
+@dataclass(frozen=True)
+class Gravity:
+    """Where a crop window goes, parsed once: onto the faces (`face`), onto the faces where there
+    are any else the most salient window (`auto`), or centred on `point` (x, y in 0-1 of each side)."""
+
+    follows: str  # face, auto or point
+    point: tuple[float, float] = (0.5, 0.5)
+
+    @property
+    def name(self) -> str:
+        """What format=json says the window followed where it followed no faces: center or point."""
+        return "center" if self.point == (0.5, 0.5) else "point"
+
+
+# Every gravity word of both grammars; each table's `choices` says which of them it takes.
+GRAVITIES = {
+    "face": Gravity("face"),
+    "auto": Gravity("auto"),
+    "center": Gravity("point"),
+    "left": Gravity("point", (0.0, 0.5)),
+    "right": Gravity("point", (1.0, 0.5)),
+    "top": Gravity("point", (0.5, 0.0)),
+    "bottom": Gravity("point", (0.5, 1.0)),
+}
 
 
 @dataclass(frozen=True)
@@ -63,7 +88,11 @@ CROP = (
         MAX_CROP_SIDE,
     ),
     Parameter(
-        "gravity", "gravity", "face", "`face`, `center`, or a focal point `XxY` with X and Y in 0-1 (e.g. 0.5x0.33)."
+        "gravity",
+        "gravity",
+        "face",
+        "`face`, `center`, or a focal point `XxY` with X and Y in 0-1 (e.g. 0.5x0.33).",
+        choices=("face", "center"),
     ),
     Parameter(
         "zoom",
@@ -95,9 +124,15 @@ _DETECT = {p.name: p for p in DETECT}
 _CROP = {p.name: p for p in CROP}
 
 
-def default(parameters: dict[str, Parameter], name: str) -> Any:
-    """A parameter's default, as its table declares it (the options' dataclasses take theirs from here)."""
-    return parameters[name].default
+def default(table: tuple[Parameter, ...], name: str) -> Any:
+    """A parameter's default, as its table declares it, typed as its parser makes values (the
+    options' dataclasses take theirs from here)."""
+    return typed_default(next(p for p in table if p.name == name))
+
+
+def typed_default(parameter: Parameter) -> Any:
+    """The default as a value of the parameter's type: a gravity word as its Gravity."""
+    return GRAVITIES[str(parameter.default)] if parameter.kind == "gravity" else parameter.default
 
 
 # /v1/anonymize favours recall (a face missed is a face shown): a lower threshold and the tiled
@@ -137,6 +172,7 @@ ANONYMIZE = (
 )
 # preset=fast: what it changes of the defaults (`facecrop video --fast`'s setting, docs/defaults.md, "Anonymize").
 FAST_ANONYMIZE = {"min_confidence": 12.0, "detail": "standard", "margin": 1.3}
+CROP_GEOMETRY = frozenset({"width", "height", "gravity", "zoom", "faces", "fit"})  # CropOptions' fields
 DETECT_PARAMETERS = frozenset(p.name for p in DETECT)
 CROP_PARAMETERS = frozenset(p.name for p in CROP)
 ANONYMIZE_PARAMETERS = frozenset(p.name for p in ANONYMIZE)
@@ -146,31 +182,29 @@ ANONYMIZE_PARAMETERS = frozenset(p.name for p in ANONYMIZE)
 class DetectOptions:
     """What /v1/detect (and /v1/crop) report; defaults from DETECT."""
 
-    min_confidence: float = default(_DETECT, "min_confidence")
-    max_faces: int = default(_DETECT, "max_faces")
-    min_face_size: float = default(_DETECT, "min_face_size")
-    landmarks: bool = default(_DETECT, "landmarks")
-    detail: str = default(_DETECT, "detail")
+    min_confidence: float = default(DETECT, "min_confidence")
+    max_faces: int = default(DETECT, "max_faces")
+    min_face_size: float = default(DETECT, "min_face_size")
+    landmarks: bool = default(DETECT, "landmarks")
+    detail: str = default(DETECT, "detail")
 
 
 # Cloudflare's fits: those that crop follow gravity and zoom; the others keep the whole image.
 CROPPING_FITS = frozenset({"cover", "crop", "aspect-crop"})
-FACE_GRAVITIES = ("face", "auto")  # auto: the faces where there are any, else the salient window
 
 
 @dataclass(frozen=True)
 class CropOptions:
-    """How /v1/crop frames and encodes; defaults from CROP (the URL form gives its own)."""
+    """The crop's geometry: its size, where it goes and how it fits; defaults from CROP (the URL form
+    gives its own)."""
 
-    width: int | None = default(_CROP, "width")
-    height: int | None = default(_CROP, "height")
-    gravity: str | tuple[float, float] = default(_CROP, "gravity")  # "face", "center" or a focal point (x, y)
-    zoom: float = default(_CROP, "zoom")
-    faces: str = default(_CROP, "faces")
+    width: int | None = default(CROP, "width")
+    height: int | None = default(CROP, "height")
+    gravity: Gravity = field(default_factory=lambda: default(CROP, "gravity"))
+    zoom: float = default(CROP, "zoom")
+    faces: str = default(CROP, "faces")
     # one of Cloudflare's: cover, crop, aspect-crop, scale-down, contain, pad, squeeze (gateway/crop.py)
-    fit: str = default(_CROP, "fit")
-    format: str | None = default(_CROP, "format")  # None: the input's format when jpeg, png, webp or avif, else jpeg
-    quality: int = default(_CROP, "quality")
+    fit: str = default(CROP, "fit")
 
     @property
     def crops(self) -> bool:
@@ -180,15 +214,7 @@ class CropOptions:
     @property
     def follows_faces(self) -> bool:
         """Whether the window goes where the faces are (gravity face, or auto where there are faces)."""
-        return self.crops and self.gravity in FACE_GRAVITIES
-
-
-@dataclass(frozen=True)
-class AnonymizeOptions(Hiding):
-    """How /v1/anonymize hides faces (facecrop_hiding.Hiding) and encodes; defaults as in ANONYMIZE."""
-
-    format: str | None = default(_CROP, "format")  # as for CropOptions
-    quality: int = default(_CROP, "quality")
+        return self.crops and self.gravity.follows != "point"
 
 
 def _bounded(parameter: Parameter, raw: str, convert, kind: str):
@@ -203,17 +229,20 @@ def _bounded(parameter: Parameter, raw: str, convert, kind: str):
     return number
 
 
-def _gravity(parameter: Parameter, raw: str) -> str | tuple[float, float]:
-    if raw in FOCAL_WORDS:
-        return raw
+def _gravity(parameter: Parameter, raw: str) -> Gravity:
+    """One of the table's gravity words, or a focal point XxY."""
+    if raw in parameter.choices:
+        return GRAVITIES[raw]
     parts = raw.split("x")
     if len(parts) == 2:
         unit = Parameter(parameter.name, "number", None, "", 0, 1)  # each coordinate: a number in 0-1
         try:
-            return _bounded(unit, parts[0], float, "a number"), _bounded(unit, parts[1], float, "a number")
+            point = _bounded(unit, parts[0], float, "a number"), _bounded(unit, parts[1], float, "a number")
+            return Gravity("point", point)
         except InvalidParameter:
             pass
-    raise InvalidParameter(parameter.name, f"must be face, center or XxY with X and Y in 0-1, got {raw[:40]!r}")
+    words = ", ".join(parameter.choices)
+    raise InvalidParameter(parameter.name, f"must be {words} or XxY with X and Y in 0-1, got {raw[:40]!r}")
 
 
 def _choice(parameter: Parameter, raw: str) -> str:
@@ -242,7 +271,7 @@ def parse(
 ) -> dict[str, Any]:
     """Each parameter's value from `values`, or its default when absent; `parsers` adds or replaces kinds."""
     kinds = {**PARSERS, **(parsers or {})}
-    return {p.name: p.default if p.name not in values else kinds[p.kind](p, values[p.name]) for p in parameters}
+    return {p.name: typed_default(p) if p.name not in values else kinds[p.kind](p, values[p.name]) for p in parameters}
 
 
 def parse_detect_options(values: Mapping[str, str]) -> DetectOptions:
@@ -254,15 +283,6 @@ V1_CROP_FITS_AS_CLOUDFLARES = {"cover": "cover", "crop": "aspect-crop"}
 
 
 def parse_crop_options(values: Mapping[str, str]) -> CropOptions:
-    parsed = parse(values, CROP)
+    """/v1/crop's geometry (its format and quality are the output's: gateway/request.py)."""
+    parsed = parse(values, tuple(p for p in CROP if p.name in CROP_GEOMETRY))
     return CropOptions(**{**parsed, "fit": V1_CROP_FITS_AS_CLOUDFLARES[parsed["fit"]]})
-
-
-def parse_anonymize_options(values: Mapping[str, str]) -> tuple[DetectOptions, AnonymizeOptions]:
-    """What to find (every face, listed all with format=json) and how to hide it; preset=fast's
-    values where the parameter is not given."""
-    parsed = parse(values, ANONYMIZE)
-    if parsed.pop("preset") == "fast":
-        parsed |= {name: value for name, value in FAST_ANONYMIZE.items() if name not in values}
-    detect = {name: parsed.pop(name) for name in ("min_confidence", "min_face_size", "detail")}
-    return DetectOptions(max_faces=1000, landmarks=False, **detect), AnonymizeOptions(**parsed)

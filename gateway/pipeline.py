@@ -9,7 +9,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from gateway.config import Settings
-from gateway.decode import DecodedImage, ImageHeader, apply_orientation, decode_image, read_header, upright_size
+from gateway.decode import (
+    DecodedImage,
+    ImageHeader,
+    apply_orientation,
+    decode_image,
+    read_header,
+    with_resolution,
+)
 from gateway.detection.detections import Detections
 from gateway.detection.detectors import Detector, Detectors
 from gateway.detection.fusion import fuse
@@ -64,17 +71,10 @@ class DetectionResult:
     tiles: int  # tiles of the tiled pass (detail=high or auto); 0 when only the standard pass ran
     models: tuple[str, ...]  # the models that ran, as the X-Detectors header says
 
-    def headers(self, faces: int | None = None) -> dict[str, str]:
-        """The detection's headers (detection_headers), `faces` the count the answer says."""
-        return detection_headers("standard, tiled" if self.tiles else "standard", self.models, faces)
-
-
-def detection_headers(passes: str, models: tuple[str, ...], faces: int | None = None) -> dict[str, str]:
-    """X-Passes (`standard` or `standard, tiled`) and X-Detectors (the models that ran), and
-    X-Face-Count where the answer says a count of faces (crops and anonymizing: every endpoint's
-    headers come from here)."""
-    headers = {"X-Passes": passes, "X-Detectors": ", ".join(models)}
-    return headers | ({"X-Face-Count": str(faces)} if faces is not None else {})
+    @property
+    def passes(self) -> str:
+        """The passes that ran, as the X-Passes header says them."""
+        return "standard, tiled" if self.tiles else "standard"
 
 
 def run_detection(
@@ -100,7 +100,7 @@ def run_detection(
     if header is None:
         with timer.stage("decode"):
             header = read_header(data, settings.max_pixels, settings.max_side)
-    width, height = upright_size(header)
+    width, height = header.upright_size
     target = standard_size(options, settings)
     standard = scale_for(height, width, target)
     tiled = tiled_scale(height, width, target) if options.detail in ("auto", "high") else None
@@ -127,7 +127,7 @@ def run_detection(
             for d, output in zip(models, outputs)
         }
     if tiled is not None and options.detail == "auto" and any(needs_tiles(f) for f in found.values()):
-        larger = with_resolution(image, tiled, data, settings, image.background, timer)
+        larger = with_resolution(image, tiled, data, header, image.background, timer)
         tiled_faces, tiles = _tiled_pass(larger, tiled, tiled_models, settings, min_score, timer)
     with timer.stage("postprocess"):
         per_model = []
@@ -255,23 +255,3 @@ def _tiled_pass(
             for d, output in zip(models, outputs)
         }
     return found, len(tiling.origins)
-
-
-def with_resolution(
-    image: DecodedImage,
-    min_scale: float,
-    data: bytes,
-    settings: Settings,
-    background: BGR | None,
-    timer: StageTimer | None = None,
-) -> DecodedImage:
-    """`image` if it has at least `min_scale` of each original side and its transparency is as
-    `background` asks (flattened onto it; None: kept), else the image decoded again (a JPEG reduced
-    no further than that): a crop pays for a full decode only when its output needs more pixels, or
-    transparency the detection's decode flattened."""
-    as_asked = not image.transparent or image.background == background
-    if as_asked and (image.is_full_size or image.scale.min() >= min_scale):
-        return image
-    with (timer or StageTimer()).stage("decode"):
-        header = read_header(data, settings.max_pixels, settings.max_side)
-    return decode_image(data, header, min_scale, timer, background)

@@ -252,3 +252,27 @@ def url_client(originals: Path, **settings):
 def url_get(client, path: str, **headers):
     """GET /cdn-cgi/image/`path` of an in-process gateway."""
     return client.get(f"/cdn-cgi/image/{path}", headers=headers)
+
+
+def regions_of(body: dict) -> list[tuple[int, int, int, int]]:
+    """An anonymize answer's regions as corner boxes."""
+    return [(r["x"], r["y"], r["x"] + r["width"], r["y"] + r["height"]) for r in body["regions"]]
+
+
+def rectangles(faces: list[dict]) -> list[tuple[int, ...]]:
+    """Face objects' rectangles (x, y, width, height), sorted: the same faces whatever their order."""
+    return sorted(tuple(face["face_rectangle"].values()) for face in faces)
+
+
+def faces_and_implausible(gateway: str, data: bytes) -> tuple[dict, list[dict]]:
+    """/v1/detect's answer at /v1/anonymize's defaults (8 %, detail=auto, every face), and its faces
+    under 50 % whose shorter side is over twice the median of the faces of 50 % and up
+    (docs/api/anonymize.md's size rule, written out here, not the gateway's code); at least one."""
+    every = {"min_confidence": 8, "detail": "auto", "max_faces": 1000, "landmarks": "false"}
+    found = requests.post(f"{gateway}/v1/detect", params=every, files={"image": data}, timeout=120).json()
+    faces = found["faces"]
+    side = [min(face["face_rectangle"]["width"], face["face_rectangle"]["height"]) for face in faces]
+    limit = 2 * float(np.median([s for s, face in zip(side, faces) if face["confidence"] >= 50]))
+    unsure = [face for s, face in zip(side, faces) if face["confidence"] < 50 and s > limit]
+    assert unsure, "the photo no longer shows the size rule's case"
+    return found, unsure

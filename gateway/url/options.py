@@ -10,12 +10,13 @@ from __future__ import annotations
 import functools
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote
 
 from facecrop_hiding import Hiding
 from gateway.decode import MAX_SIDE  # Cloudflare's 12,000 px a side, for outputs too (100 MP: Settings.max_pixels)
+from gateway.encode import AVIF_AUTO_MAX_SIDE, AVIF_MAX_SIDE
 from gateway.errors import InvalidParameter
 from gateway.imaging.filters import Filters
 from gateway.imaging.geometry import Geometry, Trim
@@ -31,6 +32,7 @@ from gateway.params import (
     Parameter,
     parse,
 )
+from gateway.request import ImageRequest, Output
 
 ALIASES = {
     "w": "width",
@@ -52,7 +54,6 @@ PRESETS = ("privacy", "fast")
 TRIM_KEYS = ("trim.width", "trim.height", "trim.left", "trim.top")
 BORDER_KEYS = ("trim.border.color", "trim.border.tolerance", "trim.border.keep")
 FORMATS = ("auto", "avif", "webp", "jpeg", "baseline-jpeg", "png", "gif", "json")
-SIDES = {"left": (0.0, 0.5), "right": (1.0, 0.5), "top": (0.5, 0.0), "bottom": (0.5, 1.0)}
 QUALITY_WORDS = {"high": 90, "medium-high": 80, "medium-low": 70, "low": 60}
 NAMED_COLORS = {
     "white": (255, 255, 255),
@@ -77,7 +78,13 @@ OPTIONS = (
     Parameter("width", "integer", None, "Output width in pixels (times dpr).", 1, MAX_SIDE),
     Parameter("height", "integer", None, "Output height in pixels (times dpr).", 1, MAX_SIDE),
     Parameter("fit", "choice", "scale-down", "How the image fits width x height.", choices=FITS),
-    Parameter("gravity", "gravity", "center", "face, auto (faces, else saliency), left, right, top, bottom or XxY."),
+    Parameter(
+        "gravity",
+        "gravity",
+        "center",
+        "face, auto (faces, else saliency), left, right, top, bottom or XxY.",
+        choices=("face", "auto", "center", "left", "right", "top", "bottom"),
+    ),
     Parameter("zoom", "number", 0.0, "How closely a crop frames the faces, with gravity=face.", 0, 1),
     Parameter("format", "choice", None, "Output format (default: the input's jpeg, png or webp).", choices=FORMATS),
     Parameter("quality", "quality", 85, "1-100, or high, medium-high, medium-low, low.", 1, 100),
@@ -135,28 +142,35 @@ NOT_IN_OUTPUT = frozenset({"onerror"})
 
 @dataclass(frozen=True)
 class UrlOptions:
-    """A URL's options, parsed; `canonical` names the picture they produce (for the ETag)."""
+    """A URL's options, parsed: the request they make (its output's format and quality settled by
+    `request` once the client's Accept and hints are read); `canonical` names the picture they
+    produce (for the ETag)."""
 
-    crop: CropOptions
-    detect: DetectOptions
-    hiding: Hiding | None  # anonymize=...: every face hidden this way
-    background: tuple[int, int, int]  # BGR
-    background_given: bool  # transparency goes onto it in every output (else kept where the output has alpha)
+    image: ImageRequest
     format: str | None  # as given (auto, avif, ...); None: the input's
+    quality: int  # as given (slow-connection-quality may replace it)
     onerror: str | None
-    metadata: str  # copyright, keep or none (gateway/imaging/metadata.py)
-    anim: bool  # an animation stays one
-    geometry: Geometry  # trim, flip, rotate: before the resize
-    filters: Filters  # after it
     compression: str | None  # fast: JPEG
     slow_quality: int | None  # slow-connection-quality: the quality for slow connections
     palette: bool  # PNG8: format=png with a quality given
     canonical: str
 
-    @property
-    def needs_faces(self) -> bool:
-        """Whether the answer depends on the faces: a crop by gravity=face or auto, anonymize, or format=json."""
-        return self.hiding is not None or self.format == "json" or self.crop.follows_faces
+    def request(self, fmt: str, quality: int) -> ImageRequest:
+        """The request for the negotiated format `fmt` (caching.negotiate's: `input`, json or a
+        format) at `quality`: a JPEG progressive unless compression=fast, AVIF's bound on size the
+        lower one where format=auto chose it."""
+        requested = None if fmt == "input" else {"baseline-jpeg": "jpeg"}.get(fmt, fmt)
+        if requested == "png" and self.palette:
+            requested = "png8"
+        output = replace(
+            self.image.output,
+            format=requested,
+            quality=quality,
+            progressive=fmt == "jpeg" and self.compression is None,
+            avif_max_side=AVIF_AUTO_MAX_SIDE if self.format == "auto" else AVIF_MAX_SIDE,
+            negotiated=self.format == "auto",
+        )
+        return replace(self.image, output=output)
 
 
 def split_options(segment: str) -> dict[str, str]:
@@ -183,16 +197,6 @@ def asks_redirect(segment: str) -> bool:
     parses, so that a page asking for the redirect gets it for a bad option too."""
     items = (item.partition("=") for item in OPTION_SEPARATOR.split(segment[:MAX_OPTIONS_LENGTH]))
     return any(key == "onerror" and unquote(value) == "redirect" for key, _, value in items)
-
-
-def _gravity(parameter: Parameter, raw: str) -> str | tuple[float, float]:
-    """Cloudflare's gravity: auto (faces where there are any, else saliency: gateway/imaging/saliency.py)
-    and the sides, then /v1/crop's face, center and XxY."""
-    if raw == "auto":
-        return raw
-    if raw in SIDES:
-        return SIDES[raw]
-    return PARSERS["gravity"](parameter, raw)
 
 
 def _quality(parameter: Parameter, raw: str) -> int:
@@ -243,7 +247,7 @@ def _upscale(parameter: Parameter, raw: str) -> str:
     return PARSERS["choice"](parameter, raw)
 
 
-URL_PARSERS = {"gravity": _gravity, "quality": _quality, "color": _color, "trim": _trim, "upscale": _upscale}
+URL_PARSERS = {"quality": _quality, "color": _color, "trim": _trim, "upscale": _upscale}
 
 
 @functools.lru_cache(maxsize=4096)  # a CDN revalidates the same URLs over and over
@@ -267,32 +271,41 @@ def parse_url_options(segment: str) -> UrlOptions:
         threshold = hiding_defaults["min_confidence"] if hiding else _DETECT["min_confidence"].default
     detail = str(parsed["detail"] if "detail" in values or not hiding else hiding_defaults["detail"])
     fmt = "jpeg" if parsed["compression"] == "fast" and parsed["format"] != "json" else parsed["format"]
-    crop = CropOptions(
+    window = CropOptions(
         width=sides.get("width"),
         height=sides.get("height"),
         gravity=parsed["gravity"],
         zoom=parsed["zoom"],
         faces=parsed["faces"],
         fit=parsed["fit"],
-        quality=parsed["quality"],
     )
     shown = {name: value for name, value in parsed.items() if name not in NOT_IN_OUTPUT}
+    gravity = parsed["gravity"]  # a point however spelt (center, left, XxY), else face or auto
     background = parsed["background"] if "background" in values else None  # not given: transparency kept
     canonical = json.dumps(
-        {**shown, "detail": detail, "min-confidence": threshold, "background": background}, sort_keys=True
+        {
+            **shown,
+            "gravity": gravity.point if gravity.follows == "point" else gravity.follows,
+            "detail": detail,
+            "min-confidence": threshold,
+            "background": background,
+        },
+        sort_keys=True,
     )
-    return UrlOptions(
-        crop=crop,
+    image = ImageRequest(
         detect=DetectOptions(min_confidence=float(threshold), max_faces=1000, landmarks=True, detail=detail),
+        window=window,
         hiding=hiding,
-        background=parsed["background"],
-        background_given=background is not None,
-        format=fmt,
-        onerror=parsed["onerror"],
-        metadata=parsed["metadata"],
-        anim=parsed["anim"],
+        find_faces=hiding is not None or fmt == "json" or window.follows_faces,
         geometry=Geometry(trim_of(parsed, values), parsed["flip"] or "", int(parsed["rotate"]) % 360, dpr),
         filters=filters_of(parsed),
+        output=Output(metadata=parsed["metadata"], background=background, animated=parsed["anim"]),
+    )
+    return UrlOptions(
+        image=image,
+        format=fmt,
+        quality=parsed["quality"],
+        onerror=parsed["onerror"],
         compression=parsed["compression"],
         slow_quality=parsed["slow-connection-quality"],
         palette=fmt == "png" and "quality" in values,

@@ -4,7 +4,7 @@ In order: the URL form allowed at all (API keys need signed URLs or an explicit 
 signature, the options, the source; then, for an If-None-Match of ours, the source revalidated
 (a conditional request to the origin, or a file's stat) and a 304 without a download; else the
 source read (a fetch holds no model slot: gateway/url/admission.py), and, once it is here and its
-client still waits, one of the worker's in-flight slots taken for the picture (gateway/url/render.py),
+client still waits, one of the worker's in-flight slots taken for the picture (gateway/processing/),
 in the negotiated format, at the quality the client hints ask for (slow-connection-quality).
 """
 
@@ -17,6 +17,7 @@ from flask.typing import ResponseReturnValue
 
 from gateway.errors import ApiError, ClientGone, InvalidParameter, InvalidSignature, SourceNotAllowed
 from gateway.observe import note
+from gateway.processing.answer import process
 from gateway.url.caching import (
     CLIENT_HINTS,
     DEFAULT_MAX_AGE,
@@ -31,7 +32,6 @@ from gateway.url.caching import (
 )
 from gateway.url.deadline import client_gone
 from gateway.url.options import asks_redirect, parse_url_options
-from gateway.url.render import render
 from gateway.url.signing import unsigned_path
 from gateway.url.sources import ABSOLUTE, Source, file_validator, read_file, resolve_source
 
@@ -100,7 +100,7 @@ def serve(tail: str, query: str) -> ResponseReturnValue:
     source = resolve_source(raw_source, query, settings.origin, settings.allowed_sources)
     fmt = negotiate(options.format, request.headers.get("Accept"))
     slow = options.slow_quality is not None and slow_connection(request.headers)
-    quality = options.slow_quality if slow and options.slow_quality else options.crop.quality
+    quality = options.slow_quality if slow and options.slow_quality else options.quality
     models = ",".join(settings.model_name(name) for name in settings.detectors)
     public = describe(models, f"{raw_source}?{query}", options.canonical, f"{fmt}@{quality}")
     vary = (["Accept"] if options.format == "auto" else []) + (list(CLIENT_HINTS) if options.slow_quality else [])
@@ -121,7 +121,7 @@ def serve(tail: str, query: str) -> ResponseReturnValue:
     if client_gone(request.environ.get("gunicorn.socket")):
         raise ClientGone("the client closed its connection")
     services.limit.admit()
-    return render(loaded.data, options, fmt, headers, quality)
+    return process(loaded.data, options.request(fmt, quality), settings, services.detectors, g.timer, headers)
 
 
 def redirect_target(raw_source: str, query: str) -> str | None:

@@ -20,7 +20,7 @@ import pytest
 import requests
 from PIL import Image
 
-from evaluation.images import ASTRONAUT, ASTRONAUT_FACE, CROWD, STADIUM, photo, png_declaring
+from evaluation.images import ASTRONAUT, ASTRONAUT_FACE, CROWD, STADIUM, UNSURE_AND_LARGE, photo, png_declaring
 from evaluation.origins import photo_origin, trap
 from evaluation.service import inferences
 from facecrop_client import image_url
@@ -28,6 +28,7 @@ from gateway.config import Settings
 from gateway.url.caching import EtagSealer, describe
 from gateway.url.options import parse_url_options
 from local_triton.processes import child_pids, free_port, running_gateway
+from tests.support import faces_and_implausible, rectangles, regions_of
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]  # where code blocks are quoted from
@@ -48,6 +49,7 @@ def originals(tmp_path_factory) -> Path:
     shutil.copy(photo(ASTRONAUT), root / "astronaut.jpg")
     shutil.copy(photo(CROWD), root / "crowd.jpg")
     shutil.copy(photo(STADIUM), root / "stadium.jpg")
+    shutil.copy(photo(UNSURE_AND_LARGE), root / "masks.jpg")
     (root / "changing.jpg").write_bytes(photo(ASTRONAUT).read_bytes())
     (root / "notes.jpg").write_text("text, whatever the name says")
     (root / "bomb.png").write_bytes(png_declaring(100_000, 100_000))
@@ -459,6 +461,17 @@ def test_faces_are_found_once_and_mapped_into_the_trimmed_and_turned_picture(pub
     # far from every face found (the least sure, 16 % beside the shoulder, is hidden too with its
     # margin down to x = 197): untouched
     assert np.abs(pixels[:, :150] - plain[:, :150]).max() == 0
+
+
+def test_the_url_forms_anonymize_lists_and_hides_the_faces_v1_anonymize_does(stack, public):
+    """The same faces (the size rule applied: the photo has unsure faces too large to be faces) by URL."""
+    data = photo(UNSURE_AND_LARGE).read_bytes()
+    found, unsure = faces_and_implausible(stack.gateway, data)
+    uploaded = requests.post(f"{stack.gateway}/v1/anonymize", params={"format": "json"}, files={"image": data}).json()
+    by_url = get(public.url, "anonymize=fill,format=json/masks.jpg")
+    assert by_url.status_code == 200 and by_url.headers["X-Face-Count"] == str(len(uploaded["faces"]))
+    assert rectangles(by_url.json()["faces"]) == rectangles([face for face in found["faces"] if face not in unsure])
+    assert regions_of(by_url.json()) == regions_of(uploaded)
 
 
 def test_the_readme_quick_start_frames_the_face(stack, scratch, tmp_path):

@@ -11,12 +11,12 @@ from gateway.crop import (
     plan_crop,
     region_size,
     render_crop,
-    source_scale,
     widen_to_aspect,
 )
 from gateway.decode import DecodedImage
 from gateway.errors import InvalidParameter
-from gateway.params import CropOptions, parse_crop_options
+from gateway.params import GRAVITIES, CropOptions, Gravity, parse_crop_options
+from gateway.request import crop_request
 
 SQUARE = (2048, 2048)
 # The reference's worked example: faces spanning 200 x 1000 in a 2048 x 2048 image.
@@ -43,8 +43,8 @@ def test_face_box_holds_all_faces_or_the_largest():
 
 
 def test_no_face_falls_back_to_the_centre_or_the_given_point():
-    assert focal_point(None, "face", (1000, 600)) == (500, 300)
-    assert focal_point(None, (0.25, 0.1), (1000, 600)) == (250, 60)
+    assert focal_point(None, GRAVITIES["face"], (1000, 600)) == (500, 300)
+    assert focal_point(None, Gravity("point", (0.25, 0.1)), (1000, 600)) == (250, 60)
     plan = plan_crop(np.zeros((0, 4)), (1000, 600), CropOptions(width=100, height=100))
     assert plan.region == Rect(200, 0, 600, 600)
     assert plan.output == (100, 100)
@@ -52,10 +52,10 @@ def test_no_face_falls_back_to_the_centre_or_the_given_point():
 
 def test_center_and_focal_gravity_ignore_faces():
     boxes = np.array([[0.0, 0.0, 50.0, 50.0]])
-    assert plan_crop(boxes, (1000, 600), CropOptions(gravity="center", width=1, height=1)).region == Rect(
+    assert plan_crop(boxes, (1000, 600), CropOptions(gravity=GRAVITIES["center"], width=1, height=1)).region == Rect(
         200, 0, 600, 600
     )
-    assert plan_crop(boxes, (1000, 600), CropOptions(gravity=(1.0, 0.5), width=1, height=1)).region == Rect(
+    assert plan_crop(boxes, (1000, 600), CropOptions(gravity=GRAVITIES["right"], width=1, height=1)).region == Rect(
         400, 0, 600, 600
     )
 
@@ -108,25 +108,25 @@ def test_render_crop_from_a_reduced_decode_cuts_the_same_place():
     reduced = DecodedImage(pixels[::4, ::4].copy(), "JPEG", (600, 400))  # decoded at 1/4
     cut = render_crop(reduced, CropPlan(Rect(300, 100, 150, 100), (30, 20)))
     assert cut.shape == (20, 30, 3) and cut.min() == 255
-    assert source_scale(CropPlan(Rect(300, 100, 150, 100), (30, 20))) == pytest.approx(0.2)
-    assert source_scale(CropPlan(Rect(0, 0, 100, 100), (512, 512))) == 1.0
+    assert CropPlan(Rect(300, 100, 150, 100), (30, 20)).source_scale == pytest.approx(0.2)
+    assert CropPlan(Rect(0, 0, 100, 100), (512, 512)).source_scale == 1.0
 
 
 def test_crop_parameters():
     assert parse_crop_options({}) == CropOptions()
-    options = parse_crop_options(
-        {
-            "width": "256",
-            "gravity": "0.5x0.33",
-            "zoom": "1",
-            "faces": "largest",
-            "fit": "crop",
-            "format": "webp",
-            "quality": "70",
-        }
-    )
-    assert options == CropOptions(256, None, (0.5, 0.33), 1.0, "largest", "aspect-crop", "webp", 70)
-    assert parse_crop_options({"gravity": "center"}).gravity == "center"
+    values = {
+        "width": "256",
+        "gravity": "0.5x0.33",
+        "zoom": "1",
+        "faces": "largest",
+        "fit": "crop",
+        "format": "webp",
+        "quality": "70",
+    }
+    request = crop_request(values)
+    assert request.window == CropOptions(256, None, Gravity("point", (0.5, 0.33)), 1.0, "largest", "aspect-crop")
+    assert (request.output.format, request.output.quality) == ("webp", 70)
+    assert parse_crop_options({"gravity": "center"}).gravity == Gravity("point", (0.5, 0.5))
 
 
 @pytest.mark.parametrize(
@@ -151,5 +151,5 @@ def test_crop_parameters():
 )
 def test_bad_crop_parameters_are_named(name, value):
     with pytest.raises(InvalidParameter) as error:
-        parse_crop_options({name: value})
+        crop_request({name: value})
     assert error.value.parameter == name

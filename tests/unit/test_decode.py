@@ -10,7 +10,7 @@ import pytest
 from PIL import Image, ImageOps
 
 from evaluation.images import STORED_AS, astronaut, encoded, png_declaring
-from gateway.decode import apply_orientation, decode_image, jpeg_reduction, read_header, upright_size
+from gateway.decode import apply_orientation, decode_image, jpeg_reduction, read_header
 from gateway.encode import output_format
 from gateway.errors import ImageTooLarge, MissingImage, UnsupportedImage
 from tests.support import decode
@@ -77,7 +77,7 @@ def test_reduced_decode_is_upright_and_matches_the_full_one(orientation):
     exif[0x0112] = orientation
     data = encoded(stored, "JPEG", exif=exif, quality=92)
     header = read_header(data, 50_000_000)
-    assert upright_size(header) == (4032, 3024)
+    assert header.upright_size == (4032, 3024)
     reduced = decode_image(data, header, min_scale=0.25)
     assert reduced.pixels.shape == (756, 1008, 3) and reduced.size == (4032, 3024)
     np.testing.assert_allclose(reduced.scale, [0.25, 0.25])

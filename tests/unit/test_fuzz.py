@@ -4,7 +4,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.errors import ApiError, InvalidParameter
-from gateway.params import CROP_PARAMETERS, DETECT_PARAMETERS, parse_crop_options, parse_detect_options
+from gateway.params import CROP_PARAMETERS, DETECT_PARAMETERS
+from gateway.request import crop_request
 from tests.support import MAGIC, clean_images, decode
 
 
@@ -34,7 +35,6 @@ def test_decoder_raises_only_api_errors(prefix, body):
 )
 def test_parsers_raise_only_invalid_parameter(values):
     try:
-        parse_detect_options(values)
-        parse_crop_options(values)
+        crop_request(values)
     except InvalidParameter as error:
         assert error.parameter in values

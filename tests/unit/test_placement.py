@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.crop import Rect, face_box, focal_point, place, plan_crop, region_size, widen_to_aspect
-from gateway.params import CropOptions
+from gateway.params import GRAVITIES, CropOptions
 from gateway.placement import best_offset, face_weights
 
 SQUARE = CropOptions(width=256, height=256, zoom=0)
@@ -112,7 +112,7 @@ def test_the_window_stays_inside_the_image_keeps_its_size_and_moves_only_when_fa
     # Cloudflare's rule, step by step
     box = face_box(boxes)
     size = widen_to_aspect(region_size(box, zoom, image), output[0] / output[1], image)
-    centred = place(size, focal_point(box, "face", image), image)
+    centred = place(size, focal_point(box, GRAVITIES["face"], image), image)
     assert (region.width, region.height) == (centred.width, centred.height)
     assert 0 <= region.x <= width - region.width and 0 <= region.y <= height - region.height
     if whole(centred, boxes).all():

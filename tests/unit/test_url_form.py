@@ -21,7 +21,7 @@ from gateway.app import create_app
 from gateway.config import Settings
 from gateway.encode import output_format
 from gateway.errors import InvalidParameter, OriginError, OriginTimeout, SourceNotAllowed
-from gateway.params import parse_anonymize_options
+from gateway.request import anonymize_request
 from gateway.url.admission import FetchAdmission
 from gateway.url.caching import cache_control, conditions, negotiate
 from gateway.url.fetch import Fetcher, is_public
@@ -413,7 +413,7 @@ def test_faces_are_looked_for_only_where_the_answer_depends_on_them(originals, o
     ],
 )
 def test_the_url_forms_anonymize_defaults_are_privacy_first(options, confidence, detail, margin):
-    parsed = parse_url_options(options)
+    parsed = parse_url_options(options).image
     assert (parsed.detect.min_confidence, parsed.detect.detail) == (confidence, detail)
     assert (parsed.hiding.margin if parsed.hiding else None) == margin
     if parsed.hiding:
@@ -423,10 +423,10 @@ def test_the_url_forms_anonymize_defaults_are_privacy_first(options, confidence,
 def test_the_url_forms_anonymize_hides_as_v1_anonymize_does():
     """The same policy as /v1/anonymize's, preset by preset (not only the same literals)."""
     for preset in ("privacy", "fast"):
-        detect, hiding = parse_anonymize_options({"preset": preset})
-        parsed = parse_url_options(f"anonymize=blur,preset={preset}")
-        assert (parsed.detect.min_confidence, parsed.detect.detail) == (detect.min_confidence, detect.detail)
-        assert parsed.hiding is not None and parsed.hiding.margin == hiding.margin
+        v1 = anonymize_request({"preset": preset})
+        parsed = parse_url_options(f"anonymize=blur,preset={preset}").image
+        assert (parsed.detect.min_confidence, parsed.detect.detail) == (v1.detect.min_confidence, v1.detect.detail)
+        assert parsed.hiding is not None and v1.hiding is not None and parsed.hiding.margin == v1.hiding.margin
 
 
 def test_a_signature_covers_the_query_string(originals):

@@ -272,6 +272,5 @@ def test_the_client_builds_and_signs_urls_with_the_new_options(originals, source
 def test_a_background_given_is_another_picture_than_none_given():
     """Given (even white), transparency goes onto it; not given, it is kept: two ETags."""
     given, default = parse_url_options("format=png,background=white"), parse_url_options("format=png")
-    assert given.background_given and not default.background_given
-    assert given.background == default.background == (255, 255, 255)
+    assert given.image.output.background == (255, 255, 255) and default.image.output.background is None
     assert given.canonical != default.canonical

@@ -1,0 +1,104 @@
+"""What a request answers, in one place for every front door: its headers, its JSON, its encoded
+picture; and `process`, which runs the steps that decide them."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from flask import Response, current_app
+from flask.typing import ResponseReturnValue
+
+from facecrop_hiding import regions
+from gateway.config import Settings
+from gateway.decode import read_header
+from gateway.detection.detections import face_objects
+from gateway.detection.detectors import Detectors
+from gateway.encode import CONTENT_TYPES, encode_image, output_format
+from gateway.imaging.animation import encode_animation
+from gateway.imaging.metadata import output_exif
+from gateway.processing.frames import Frame, rendered
+from gateway.processing.steps import STEPS
+from gateway.processing.work import Work
+from gateway.request import ImageRequest
+from gateway.timing import StageTimer
+
+
+def process(
+    data: bytes,
+    request: ImageRequest,
+    settings: Settings,
+    detectors: Detectors,
+    timer: StageTimer,
+    headers: dict[str, str] | None = None,
+) -> ResponseReturnValue:
+    """The answer to `request` for the source's bytes: its header read (once), the steps run in
+    order, then the JSON or every frame's pixels, encoded; `headers` added to the answer's."""
+    with timer.stage("decode"):
+        header = read_header(data, settings.max_pixels, settings.max_side)
+    work = Work(request, data, header, settings, detectors, timer)
+    for step in STEPS:
+        step(work)
+    if request.output.format == "json":
+        return current_app.json.response(json_answer(work)), 200, (headers or {}) | answer_headers(work)
+    frames = rendered(work)
+    body, content_type = encoded(frames, work)
+    return Response(body, content_type=content_type, headers=(headers or {}) | answer_headers(work, frames[-1]))
+
+
+def answer_headers(work: Work, frame: Frame | None = None) -> dict[str, str]:
+    """X-Crop-Rect where the answer crops; X-Passes, X-Detectors and X-Face-Count (the faces it is
+    about: those hidden where it hides them) where faces were looked for; X-Frames for an animation;
+    X-Color-Profile where the (last) `frame` rendered had a profile."""
+    headers = {}
+    if work.request.window is not None and work.plan is not None:
+        r = work.plan.region
+        headers["X-Crop-Rect"] = f"{r.x},{r.y},{r.width},{r.height}"
+    if work.passes is not None:
+        headers |= {
+            "X-Passes": work.passes,
+            "X-Detectors": ", ".join(work.models),
+            "X-Face-Count": str(len(work.listed)),
+        }
+    if work.animation is not None:
+        headers["X-Frames"] = str(len(work.animation.frames))
+    if frame is not None and frame.colour:
+        headers["X-Color-Profile"] = frame.colour
+    return headers
+
+
+def image_size(size: tuple[int, int]) -> dict[str, int]:
+    return {"width": size[0], "height": size[1]}
+
+
+def json_answer(work: Work) -> dict:
+    """format=json: the picture's size and its faces (the first max_faces; those hidden where the
+    answer hides them); where it crops, the window, the output's size and what the window followed;
+    where it hides faces, the regions hidden."""
+    request, listed = work.request, work.listed
+    answer: dict = {"image": image_size(work.size)}
+    if request.window is not None and work.plan is not None and work.focus is not None:
+        answer |= {"crop": asdict(work.plan.region), "output": image_size(work.plan.size), "focus": work.focus.name}
+    if request.hiding is not None:
+        shown = regions(listed.boxes, request.hiding.margin, work.size)
+        answer["regions"] = [
+            {"x": x1, "y": y1, "width": x2 - x1, "height": y2 - y1} for x1, y1, x2, y2 in shown.tolist()
+        ]
+    answer["faces"] = face_objects(listed[: request.detect.max_faces], request.detect.landmarks)
+    return answer
+
+
+def encoded(frames: list[Frame], work: Work) -> tuple[bytes, str]:
+    """The frames as the answer's body and its content type: an animation's in its animated format,
+    a still in the output's format (encode.output_format settles it), with no metadata but the EXIF
+    a JPEG keeps."""
+    output, header = work.request.output, work.header
+    pixels = [frame.pixels for frame in frames if frame.pixels is not None]
+    with work.timer.stage("encode"):
+        if work.animation is not None and work.animated_as is not None:
+            animation, fmt = work.animation, work.animated_as
+            body = encode_animation(pixels, animation.durations, animation.plays, fmt, output.quality)
+            return body, CONTENT_TYPES[fmt]
+        height, width = pixels[0].shape[:2]
+        fmt = output_format(output.format, header.format, (width, height), output.avif_max_side)
+        exif = output_exif(header.exif, output.metadata, hidden_faces=work.request.hiding is not None)
+        return encode_image(pixels[0], fmt, output.quality, output.progressive, exif), CONTENT_TYPES[fmt]

@@ -1,0 +1,170 @@
+"""The request's steps, in order (STEPS), each reading what the steps before it decided: an animation
+that stays one decoded, the faces found (a still decoded as small as the detection allows), the trim
+and turn (faces mapped into the turned picture), what the window follows, and the crop's plan.
+The pixels are then made frame by frame (gateway/processing/frames.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from facecrop_hiding import CONFIDENT
+from gateway.crop import CropPlan, Rect, plan_crop
+from gateway.decode import ImageHeader, decode_image
+from gateway.detection.detections import Detections
+from gateway.detection.postprocess import finish
+from gateway.errors import OutputTooLarge
+from gateway.imaging.animation import check_cost, read_animation
+from gateway.imaging.geometry import border_rect, trim_rect, turn_detections, turn_pixels, turned_size
+from gateway.imaging.saliency import salient_focus
+from gateway.observe import note
+from gateway.params import GRAVITIES, Gravity
+from gateway.pipeline import FAST_SIZE, detect_frames, run_detection
+from gateway.processing.work import NO_BOXES, Focus, Work
+from gateway.request import Output
+
+SAMPLED_FRAMES = 4  # an animation's frames whose faces decide its crop window (anonymize: every frame)
+CENTRE = GRAVITIES["center"]
+
+
+def animation_format(header: ImageHeader, output: Output) -> str | None:
+    """How an animation goes out where it stays one (anim=true): as JSON, or an animated WebP or GIF
+    (the one asked for; format=auto's WebP where the client takes it, else GIF; the source's own);
+    None for a still (a still source, anim=false, or a format without animations)."""
+    if not (header.animated and output.animated):
+        return None
+    if output.format in (None, "json", "gif", "webp"):
+        return output.format or header.format.lower()
+    if output.negotiated:
+        return "webp" if output.format == "avif" else "gif"
+    return None
+
+
+def load(work: Work) -> None:
+    """An animation that stays one: its frames decoded, once their cost is bounded for the window
+    without faces (faces move it, and change its size only with zoom: checked again by `plan`). A
+    still is decoded by the steps that need its pixels, as small as they allow."""
+    work.animated_as = animation_format(work.header, work.request.output)
+    if work.animated_as is None:
+        return
+    settings = work.settings
+    with work.timer.stage("decode"):
+        work.animation = read_animation(work.data, work.flatten_onto, frame_bound(work), settings.max_animation_frames)
+    width, height = work.upright_size
+    note(image={"width": width, "height": height, "format": work.header.format, "frames": len(work.animation.frames)})
+
+
+def frame_bound(work: Work) -> tuple[int, int]:
+    """The size of the answer's frames before any is decoded: the window, centred, without faces."""
+    geometry, window = work.request.geometry, work.request.window
+    turned = turned_size(trim_rect(geometry.trim, work.upright_size, geometry.dpr), geometry.rotate)
+    return turned if window is None else plan_crop(NO_BOXES, turned, replace(window, gravity=CENTRE)).size
+
+
+def detect(work: Work) -> None:
+    """Every face, on the upright source: a still's by the passes its detail asks for, an animation's
+    in SAMPLED_FRAMES frames spread over it (every frame where faces are hidden, each its own)."""
+    request = work.request
+    if not request.find_faces:
+        return
+    if work.animation is not None:
+        frames = work.animation.frames
+        sampled = frames if request.hiding else spread(frames, SAMPLED_FRAMES)
+        found, work.models = detect_frames(sampled, work.detectors, work.settings, request.detect, work.timer)
+        width, height = work.upright_size
+        work.found = finish(Detections.concatenate(found), (height, width), request.detect)
+        work.found_per_frame = found if request.hiding else None
+        work.passes = "standard"
+    else:
+        result = run_detection(
+            work.data, work.detectors, work.settings, request.detect, work.timer, work.header, work.flatten_onto
+        )
+        work.image, work.found, work.models = result.image, result.detections, result.models
+        work.passes = result.passes
+        width, height = result.image.size
+        note(image={"width": width, "height": height, "format": result.image.format}, tiles=result.tiles)
+    note(faces=len(work.found))
+
+
+def spread(frames: list[np.ndarray], count: int) -> list[np.ndarray]:
+    """`count` of `frames`, evenly spread from the first to the last (all of them where there are fewer)."""
+    if len(frames) <= count:
+        return frames
+    return [frames[round(i * (len(frames) - 1) / (count - 1))] for i in range(count)]
+
+
+def trim(work: Work) -> None:
+    """What the trim keeps (trim=border: around the border's colour, found on the still's pixels or
+    the animation's first frame), the turned picture's size, the faces moved into it, and those
+    the answer hides."""
+    geometry = work.request.geometry
+    if geometry.trim is not None and geometry.trim.border:
+        if work.animation is not None:
+            pixels, scale = work.animation.frames[0], 1.0
+        else:
+            if work.image is None:
+                at = min(1.0, FAST_SIZE / max(work.upright_size))
+                work.image = decode_image(work.data, work.header, at, work.timer, work.flatten_onto)
+            pixels, scale = work.image.pixels, float(work.image.scale[0])
+        work.rect = border_rect(pixels, geometry.trim, scale)
+    else:
+        work.rect = trim_rect(geometry.trim, work.upright_size, geometry.dpr)
+    work.size = turned_size(work.rect, geometry.rotate)
+    turn = (lambda found: turn_detections(found, work.rect, geometry)) if geometry.changes else (lambda found: found)
+    work.faces = turn(work.found)
+    if work.request.hiding is not None:
+        work.hidden = work.faces.to_hide()
+        if work.found_per_frame is not None:
+            work.hidden_per_frame = [turn(found).to_hide() for found in work.found_per_frame]
+
+
+def frame(work: Work) -> None:
+    """What the window follows: the faces (gravity face, or auto where there are faces to frame;
+    where faces are hidden, the confident ones), the most salient window (auto without faces), or
+    the gravity's point."""
+    window = work.request.window
+    if window is None:
+        return
+    faces = work.faces
+    framed = faces[faces.scores >= CONFIDENT] if work.request.hiding else faces
+    if window.follows_faces and len(framed):
+        work.focus = Focus(framed.boxes, GRAVITIES["face"], "faces")
+    elif window.gravity.follows == "auto" and window.crops and not (work.image is None and work.animation is None):
+        centred = plan_crop(NO_BOXES, work.size, replace(window, gravity=CENTRE)).region
+        point = salient_focus(turned_picture(work), (centred.width, centred.height), work.size)
+        work.focus = Focus(NO_BOXES, Gravity("point", point), "saliency")
+    else:
+        gravity = window.gravity if window.gravity.follows == "point" else CENTRE
+        work.focus = Focus(NO_BOXES, gravity, gravity.name)
+
+
+def turned_picture(work: Work) -> np.ndarray:
+    """The turned picture's pixels at the resolution decoded so far (an animation's first frame)."""
+    geometry = work.request.geometry
+    if work.animation is not None:
+        return turn_pixels(work.animation.frames[0], work.rect, 1.0, geometry)
+    assert work.image is not None
+    return turn_pixels(work.image.pixels, work.rect, float(work.image.scale[0]), geometry)
+
+
+def plan(work: Work) -> None:
+    """Where the window goes and the output's size (the picture whole where there is no crop),
+    refusing an output over the pixel limit (413), and an animation whose frames of that size cost
+    too much."""
+    window, settings = work.request.window, work.settings
+    if window is None:
+        work.plan = CropPlan(Rect(0, 0, *work.size), work.size)
+    else:
+        assert work.focus is not None
+        options = replace(window, gravity=work.focus.gravity)
+        work.plan = plan_crop(work.focus.boxes, work.size, options, settings.placement_power)
+    width, height = work.plan.size
+    if width * height > settings.max_pixels:
+        raise OutputTooLarge(f"a {width}x{height} output is more than the limit of {settings.max_pixels} pixels")
+    if work.animation is not None:
+        check_cost(len(work.animation.frames), work.size, work.plan.size, settings.max_animation_frames)
+
+
+STEPS = (load, detect, trim, frame, plan)

@@ -1,0 +1,87 @@
+"""One request's state as the steps fill it in (imgproxy's pipeline context): the source, read once,
+and what each step decided for the steps after it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gateway.config import Settings
+from gateway.crop import CropPlan
+from gateway.decode import DecodedImage, ImageHeader
+from gateway.detection.detections import Detections
+from gateway.detection.detectors import Detectors
+from gateway.encode import keeps_alpha
+from gateway.imaging.animation import Animation
+from gateway.imaging.normalise import BGR, WHITE
+from gateway.params import Gravity
+from gateway.request import ImageRequest
+from gateway.timing import StageTimer
+
+NO_BOXES = np.zeros((0, 4), np.float32)
+
+
+@dataclass(frozen=True)
+class Focus:
+    """What the crop window follows, in the turned picture: the faces it frames (none: `gravity`'s
+    point), with the gravity resolved (face, or a point: auto without faces is the salient window's
+    centre), and its name in format=json (faces, saliency, center or point)."""
+
+    boxes: np.ndarray
+    gravity: Gravity
+    name: str
+
+
+@dataclass
+class Work:
+    """A request on its way through the steps."""
+
+    request: ImageRequest
+    data: bytes
+    header: ImageHeader  # read once, before the steps
+    settings: Settings
+    detectors: Detectors
+    timer: StageTimer
+    image: DecodedImage | None = None  # a still's pixels decoded so far (for the detection: reduced)
+    animated_as: str | None = None  # the format an animation that stays one goes out in (json, webp, gif)
+    animation: Animation | None = None  # its every frame, upright
+    found: Detections = field(default_factory=Detections.empty)  # faces, in the upright source's pixels
+    found_per_frame: list[Detections] | None = None  # an animation's faces in each frame (each hides its own)
+    passes: str | None = None  # the detection's passes and models (None: no faces looked for)
+    models: tuple[str, ...] = ()
+    rect: tuple[int, int, int, int] = (0, 0, 0, 0)  # what the trim keeps, in the upright source's pixels
+    size: tuple[int, int] = (0, 0)  # (W, H) of the turned picture: trimmed, flipped and rotated
+    faces: Detections = field(default_factory=Detections.empty)  # `found` in the turned picture's pixels
+    hidden: Detections | None = None  # the faces the answer hides (Detections.to_hide); None: it hides none
+    hidden_per_frame: list[Detections] | None = None  # an animation's, each frame's own
+    focus: Focus | None = None
+    plan: CropPlan | None = None
+
+    @property
+    def upright_size(self) -> tuple[int, int]:
+        """(W, H) of the source as shown: an animation's frames' (a GIF's frames may grow its canvas)."""
+        if self.animation is not None:
+            height, width = self.animation.frames[0].shape[:2]
+            return width, height
+        return self.header.upright_size
+
+    @property
+    def flatten_onto(self) -> BGR:
+        """What the detection's decode and an animation's frames flatten transparency onto."""
+        return self.request.output.background or WHITE
+
+    @property
+    def underlay(self) -> BGR | None:
+        """What the answer's transparency goes onto: the background given, else nothing where the
+        output's format has an alpha channel (None: kept), else white."""
+        given = self.request.output.background
+        if given is not None:
+            return given
+        return None if keeps_alpha(self.request.output.format, self.header.format) else WHITE
+
+    @property
+    def listed(self) -> Detections:
+        """The faces the answer is about (format=json lists, X-Face-Count counts): those hidden, else all."""
+        hidden = self.hidden
+        return self.faces if hidden is None else hidden
