@@ -98,7 +98,7 @@ def encoded(frames: list[Frame], work: Work) -> tuple[bytes, str]:
             animation, fmt = work.animation, work.animated_as
             body = encode_animation(pixels, animation.durations, animation.plays, fmt, output.quality)
             return body, CONTENT_TYPES[fmt]
+        exif = output_exif(header.exif, output.metadata, hidden_faces=work.request.hiding is not None)
         height, width = pixels[0].shape[:2]
         fmt = output_format(output.format, header.format, (width, height), output.avif_max_side)
-        exif = output_exif(header.exif, output.metadata, hidden_faces=work.request.hiding is not None)
         return encode_image(pixels[0], fmt, output.quality, output.progressive, exif), CONTENT_TYPES[fmt]
