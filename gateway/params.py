@@ -17,6 +17,7 @@ BOOLEANS = {"true": True, "false": False}
 NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?")
 INTEGER = re.compile(r"-?[0-9]+")
 MAX_NUMBER_LENGTH = 40  # longer is never a sensible value, and huge integers are slow to convert
+MOST_FACES = 1000  # the most faces an answer lists (max_faces' bound; the URL form's JSON lists this many)
 MAX_CROP_SIDE = 4096  # /v1/crop's largest output side (the URL form's is Cloudflare's 12,000: decode.MAX_SIDE)
 
 
@@ -61,7 +62,7 @@ class Parameter:
 
 DETECT = (
     Parameter("min_confidence", "number", 50.0, "Lowest confidence reported, in percent.", 0, 100),
-    Parameter("max_faces", "integer", 100, "Most faces reported (highest confidence first).", 1, 1000),
+    Parameter("max_faces", "integer", 100, "Most faces reported (highest confidence first).", 1, MOST_FACES),
     Parameter("min_face_size", "number", 0.0, "Shortest side of a reported face, in original pixels.", 0, 1_000_000),
     Parameter("landmarks", "boolean", True, "Include the five facial landmarks."),
     Parameter(
@@ -172,7 +173,6 @@ ANONYMIZE = (
 )
 # preset=fast: what it changes of the defaults (`facecrop video --fast`'s setting, docs/defaults.md, "Anonymize").
 FAST_ANONYMIZE = {"min_confidence": 12.0, "detail": "standard", "margin": 1.3}
-CROP_GEOMETRY = frozenset({"width", "height", "gravity", "zoom", "faces", "fit"})  # CropOptions' fields
 DETECT_PARAMETERS = frozenset(p.name for p in DETECT)
 CROP_PARAMETERS = frozenset(p.name for p in CROP)
 ANONYMIZE_PARAMETERS = frozenset(p.name for p in ANONYMIZE)
@@ -284,5 +284,5 @@ V1_CROP_FITS_AS_CLOUDFLARES = {"cover": "cover", "crop": "aspect-crop"}
 
 def parse_crop_options(values: Mapping[str, str]) -> CropOptions:
     """/v1/crop's geometry (its format and quality are the output's: gateway/request.py)."""
-    parsed = parse(values, tuple(p for p in CROP if p.name in CROP_GEOMETRY))
+    parsed = parse(values, tuple(p for p in CROP if p.name in CropOptions.__dataclass_fields__))
     return CropOptions(**{**parsed, "fit": V1_CROP_FITS_AS_CLOUDFLARES[parsed["fit"]]})

@@ -9,7 +9,7 @@ crop and the filters after it, and how the answer goes out.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from facecrop_hiding import Hiding
 from gateway.encode import AVIF_MAX_SIDE
@@ -27,8 +27,6 @@ from gateway.params import (
     parse_crop_options,
     parse_detect_options,
 )
-
-MAX_HIDDEN_LISTED = 1000  # /v1/anonymize lists every face it hides (DETECT's max_faces at its bound)
 
 
 @dataclass(frozen=True)
@@ -59,15 +57,20 @@ class ImageRequest:
     output: Output = field(default_factory=Output)
 
 
+OUTPUT_FIELDS = frozenset(f.name for f in fields(Output))
+
+
 def detect_request(values: Mapping[str, str]) -> ImageRequest:
     """/v1/detect: the faces, as JSON."""
     return ImageRequest(detect=parse_detect_options(values), window=None, output=Output(format="json"))
 
 
 def crop_request(values: Mapping[str, str]) -> ImageRequest:
-    """/v1/crop: the faces found as /v1/detect finds them, framed by the crop's geometry."""
-    output = parse(values, tuple(p for p in CROP if p.name in ("format", "quality")))
-    return ImageRequest(detect=parse_detect_options(values), window=parse_crop_options(values), output=Output(**output))
+    """/v1/crop: the faces found as /v1/detect finds them, framed by the crop's geometry (its
+    parameters checked in the order of its table, then /v1/detect's)."""
+    window = parse_crop_options(values)
+    output = Output(**parse(values, tuple(p for p in CROP if p.name in OUTPUT_FIELDS)))
+    return ImageRequest(detect=parse_detect_options(values), window=window, output=output)
 
 
 def anonymize_request(values: Mapping[str, str]) -> ImageRequest:
@@ -78,5 +81,5 @@ def anonymize_request(values: Mapping[str, str]) -> ImageRequest:
         parsed |= {name: value for name, value in FAST_ANONYMIZE.items() if name not in values}
     found = {name: parsed.pop(name) for name in ("min_confidence", "min_face_size", "detail")}
     output = Output(format=parsed.pop("format"), quality=parsed.pop("quality"))
-    detect = DetectOptions(max_faces=MAX_HIDDEN_LISTED, landmarks=False, **found)
+    detect = DetectOptions(landmarks=False, **found)  # every face hidden is listed: max_faces does not apply
     return ImageRequest(detect=detect, window=None, hiding=Hiding(**parsed), output=output)

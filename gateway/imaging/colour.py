@@ -8,7 +8,7 @@ profile is then dropped: untagged pixels are sRGB. RGB and grey profiles are con
 a profile equivalent to sRGB is found once (a probe of colours) and skipped from then on. CMYK
 sources are converted as they are decoded (their profile, else the plain inversion). A profile
 LittleCMS cannot read, or of another colour space than the pixels', is ignored: the pixels are
-taken as sRGB, and the answer says so (gateway/processing/frames.py).
+taken as sRGB, and the answer says so (gateway/processing/: X-Color-Profile).
 """
 
 from __future__ import annotations

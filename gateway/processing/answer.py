@@ -46,9 +46,10 @@ def process(
 
 
 def answer_headers(work: Work, frame: Frame | None = None) -> dict[str, str]:
-    """X-Crop-Rect where the answer crops; X-Passes, X-Detectors and X-Face-Count (the faces it is
-    about: those hidden where it hides them) where faces were looked for; X-Frames for an animation;
-    X-Color-Profile where the (last) `frame` rendered had a profile."""
+    """X-Crop-Rect where the request has a crop window (/v1/crop, the URL form); X-Passes,
+    X-Detectors and X-Face-Count (the faces the answer is about: those hidden where it hides them)
+    where faces were looked for; X-Frames for an animation; X-Color-Profile where the (last)
+    `frame` rendered had a profile."""
     headers = {}
     if work.request.window is not None and work.plan is not None:
         r = work.plan.region
@@ -71,19 +72,21 @@ def image_size(size: tuple[int, int]) -> dict[str, int]:
 
 
 def json_answer(work: Work) -> dict:
-    """format=json: the picture's size and its faces (the first max_faces; those hidden where the
-    answer hides them); where it crops, the window, the output's size and what the window followed;
-    where it hides faces, the regions hidden."""
+    """format=json: the picture's size and its faces (the first max_faces; every face hidden where
+    the answer hides them); where there is a crop window, the window, the output's size and what the
+    window followed; where it hides faces, the regions hidden."""
     request, listed = work.request, work.listed
     answer: dict = {"image": image_size(work.size)}
-    if request.window is not None and work.plan is not None and work.focus is not None:
+    if request.window is not None:
+        assert work.plan is not None and work.focus is not None
         answer |= {"crop": asdict(work.plan.region), "output": image_size(work.plan.size), "focus": work.focus.name}
     if request.hiding is not None:
         shown = regions(listed.boxes, request.hiding.margin, work.size)
         answer["regions"] = [
             {"x": x1, "y": y1, "width": x2 - x1, "height": y2 - y1} for x1, y1, x2, y2 in shown.tolist()
         ]
-    answer["faces"] = face_objects(listed[: request.detect.max_faces], request.detect.landmarks)
+    shown_faces = listed if request.hiding is not None else listed[: request.detect.max_faces]
+    answer["faces"] = face_objects(shown_faces, request.detect.landmarks)
     return answer
 
 
@@ -92,9 +95,10 @@ def encoded(frames: list[Frame], work: Work) -> tuple[bytes, str]:
     a still in the output's format (encode.output_format settles it), with no metadata but the EXIF
     a JPEG keeps."""
     output, header = work.request.output, work.header
-    pixels = [frame.pixels for frame in frames if frame.pixels is not None]
+    pixels = [frame.finished for frame in frames]
     with work.timer.stage("encode"):
-        if work.animation is not None and work.animated_as is not None:
+        if work.animation is not None:
+            assert work.animated_as is not None
             animation, fmt = work.animation, work.animated_as
             body = encode_animation(pixels, animation.durations, animation.plays, fmt, output.quality)
             return body, CONTENT_TYPES[fmt]

@@ -33,6 +33,12 @@ class Frame:
     alpha: np.ndarray | None = None  # the transparency kept, put back by `pad`
     colour: str | None = None  # X-Color-Profile: what was done to its colour
 
+    @property
+    def finished(self) -> np.ndarray:
+        """Its pixels, once every step ran."""
+        assert self.pixels is not None
+        return self.pixels
+
 
 def frames_of(work: Work) -> list[Frame]:
     """The frames the answer is made of: an animation's every frame, or the still (decoded so far)."""

@@ -20,7 +20,7 @@ from gateway.imaging.animation import check_cost, read_animation
 from gateway.imaging.geometry import border_rect, trim_rect, turn_detections, turn_pixels, turned_size
 from gateway.imaging.saliency import salient_focus
 from gateway.observe import note
-from gateway.params import GRAVITIES, Gravity
+from gateway.params import GRAVITIES, CropOptions, Gravity
 from gateway.pipeline import FAST_SIZE, detect_frames, run_detection
 from gateway.processing.work import NO_BOXES, Focus, Work
 from gateway.request import Output
@@ -57,10 +57,26 @@ def load(work: Work) -> None:
 
 
 def frame_bound(work: Work) -> tuple[int, int]:
-    """The size of the answer's frames before any is decoded: the window, centred, without faces."""
+    """The size of the answer's frames before any is decoded: the window, centred, without faces
+    (refused as `plan` refuses it where it is over the pixel limit)."""
     geometry, window = work.request.geometry, work.request.window
-    turned = turned_size(trim_rect(geometry.trim, work.upright_size, geometry.dpr), geometry.rotate)
-    return turned if window is None else plan_crop(NO_BOXES, turned, replace(window, gravity=CENTRE)).size
+    turned = turned_size(trim_rect(geometry.trim, work.header.upright_size, geometry.dpr), geometry.rotate)
+    if window is None:
+        return turned
+    return within_limit(centred(window, turned), work.settings.max_pixels).size
+
+
+def centred(window: CropOptions, size: tuple[int, int]) -> CropPlan:
+    """The window without faces, centred in a picture of `size`."""
+    return plan_crop(NO_BOXES, size, replace(window, gravity=CENTRE))
+
+
+def within_limit(plan: CropPlan, max_pixels: int) -> CropPlan:
+    """`plan`, unless its output is over `max_pixels` (400 output_too_large)."""
+    width, height = plan.size
+    if width * height > max_pixels:
+        raise OutputTooLarge(f"a {width}x{height} output is more than the limit of {max_pixels} pixels")
+    return plan
 
 
 def detect(work: Work) -> None:
@@ -131,9 +147,9 @@ def frame(work: Work) -> None:
     framed = faces[faces.scores >= CONFIDENT] if work.request.hiding else faces
     if window.follows_faces and len(framed):
         work.focus = Focus(framed.boxes, GRAVITIES["face"], "faces")
-    elif window.gravity.follows == "auto" and window.crops and not (work.image is None and work.animation is None):
-        centred = plan_crop(NO_BOXES, work.size, replace(window, gravity=CENTRE)).region
-        point = salient_focus(turned_picture(work), (centred.width, centred.height), work.size)
+    elif window.gravity.follows == "auto" and window.crops:  # faces were looked for: the pixels are decoded
+        region = centred(window, work.size).region
+        point = salient_focus(turned_picture(work), (region.width, region.height), work.size)
         work.focus = Focus(NO_BOXES, Gravity("point", point), "saliency")
     else:
         gravity = window.gravity if window.gravity.follows == "point" else CENTRE
@@ -151,18 +167,17 @@ def turned_picture(work: Work) -> np.ndarray:
 
 def plan(work: Work) -> None:
     """Where the window goes and the output's size (the picture whole where there is no crop),
-    refusing an output over the pixel limit (413), and an animation whose frames of that size cost
-    too much."""
+    refusing an output over the pixel limit (400), and an animation whose frames of that size cost
+    too much (413)."""
     window, settings = work.request.window, work.settings
     if window is None:
         work.plan = CropPlan(Rect(0, 0, *work.size), work.size)
     else:
         assert work.focus is not None
         options = replace(window, gravity=work.focus.gravity)
-        work.plan = plan_crop(work.focus.boxes, work.size, options, settings.placement_power)
-    width, height = work.plan.size
-    if width * height > settings.max_pixels:
-        raise OutputTooLarge(f"a {width}x{height} output is more than the limit of {settings.max_pixels} pixels")
+        work.plan = within_limit(
+            plan_crop(work.focus.boxes, work.size, options, settings.placement_power), settings.max_pixels
+        )
     if work.animation is not None:
         check_cost(len(work.animation.frames), work.size, work.plan.size, settings.max_animation_frames)
 

@@ -68,7 +68,8 @@ class Work:
 
     @property
     def flatten_onto(self) -> BGR:
-        """What the detection's decode and an animation's frames flatten transparency onto."""
+        """What the decodes before the plan (the detection's, trim=border's) and an animation's frames
+        flatten transparency onto."""
         return self.request.output.background or WHITE
 
     @property

@@ -26,6 +26,7 @@ from gateway.params import (
     DETECT,
     FAST_ANONYMIZE,
     INTEGER,
+    MOST_FACES,
     PARSERS,
     CropOptions,
     DetectOptions,
@@ -147,9 +148,8 @@ class UrlOptions:
     produce (for the ETag)."""
 
     image: ImageRequest
-    format: str | None  # as given (auto, avif, ...); None: the input's
+    format: str | None  # as given (auto, avif, ...; compression=fast makes it jpeg); None: the input's
     quality: int  # as given (slow-connection-quality may replace it)
-    onerror: str | None
     compression: str | None  # fast: JPEG
     slow_quality: int | None  # slow-connection-quality: the quality for slow connections
     palette: bool  # PNG8: format=png with a quality given
@@ -293,7 +293,7 @@ def parse_url_options(segment: str) -> UrlOptions:
         sort_keys=True,
     )
     image = ImageRequest(
-        detect=DetectOptions(min_confidence=float(threshold), max_faces=1000, landmarks=True, detail=detail),
+        detect=DetectOptions(min_confidence=float(threshold), max_faces=MOST_FACES, landmarks=True, detail=detail),
         window=window,
         hiding=hiding,
         find_faces=hiding is not None or fmt == "json" or window.follows_faces,
@@ -305,7 +305,6 @@ def parse_url_options(segment: str) -> UrlOptions:
         image=image,
         format=fmt,
         quality=parsed["quality"],
-        onerror=parsed["onerror"],
         compression=parsed["compression"],
         slow_quality=parsed["slow-connection-quality"],
         palette=fmt == "png" and "quality" in values,

@@ -4,8 +4,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.errors import ApiError, InvalidParameter
-from gateway.params import CROP_PARAMETERS, DETECT_PARAMETERS
-from gateway.request import crop_request
+from gateway.params import ANONYMIZE_PARAMETERS, CROP_PARAMETERS, DETECT_PARAMETERS
+from gateway.request import anonymize_request, crop_request
 from tests.support import MAGIC, clean_images, decode
 
 
@@ -26,7 +26,7 @@ def test_decoder_raises_only_api_errors(prefix, body):
 @settings(max_examples=400, deadline=None)
 @given(
     values=st.dictionaries(
-        st.sampled_from(sorted(DETECT_PARAMETERS | CROP_PARAMETERS)),
+        st.sampled_from(sorted(DETECT_PARAMETERS | CROP_PARAMETERS | ANONYMIZE_PARAMETERS)),
         st.one_of(
             st.text(max_size=30), st.from_regex(r"-?[0-9]{1,600}(\.[0-9]{1,5})?([eE]-?[0-9]{1,4})?", fullmatch=True)
         ),
@@ -34,7 +34,10 @@ def test_decoder_raises_only_api_errors(prefix, body):
     )
 )
 def test_parsers_raise_only_invalid_parameter(values):
-    try:
-        crop_request(values)
-    except InvalidParameter as error:
-        assert error.parameter in values
+    endpoints = ((crop_request, DETECT_PARAMETERS | CROP_PARAMETERS), (anonymize_request, ANONYMIZE_PARAMETERS))
+    for endpoint, names in endpoints:
+        given_here = {name: value for name, value in values.items() if name in names}
+        try:
+            endpoint(given_here)
+        except InvalidParameter as error:
+            assert error.parameter in given_here

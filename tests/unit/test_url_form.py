@@ -558,3 +558,15 @@ def test_a_slow_name_lookup_ends_at_the_fetch_deadline(monkeypatch):
         assert elapsed < 1 + 1, elapsed  # the deadline (1 s) + 1 s
     finally:
         released.set()
+
+
+def test_an_animations_output_over_the_pixel_limit_is_refused_as_a_stills_is(originals):
+    """400 output_too_large, before any frame is decoded, for a still and an animation alike."""
+    frames = [astronaut().resize((64, 64)), astronaut().resize((64, 64)).rotate(90)]
+    buffer = io.BytesIO()
+    frames[0].save(buffer, "GIF", save_all=True, append_images=frames[1:], duration=100, loop=0)
+    (originals / "moving.gif").write_bytes(buffer.getvalue())
+    client = url_client(originals)
+    for source in ("moving.gif", "wide.png"):
+        response = url_get(client, f"width=12000,height=12000,fit=cover/{source}")
+        assert response.status_code == 400 and response.json["error"]["code"] == "output_too_large", source
