@@ -57,7 +57,7 @@ class ImageRequest:
     output: Output = field(default_factory=Output)
 
 
-OUTPUT_FIELDS = frozenset(f.name for f in fields(Output))
+OUTPUT_PARAMETERS = tuple(p for p in CROP if p.name in {f.name for f in fields(Output)})  # format, quality
 
 
 def detect_request(values: Mapping[str, str]) -> ImageRequest:
@@ -69,7 +69,7 @@ def crop_request(values: Mapping[str, str]) -> ImageRequest:
     """/v1/crop: the faces found as /v1/detect finds them, framed by the crop's geometry (its
     parameters checked in the order of its table, then /v1/detect's)."""
     window = parse_crop_options(values)
-    output = Output(**parse(values, tuple(p for p in CROP if p.name in OUTPUT_FIELDS)))
+    output = Output(**parse(values, OUTPUT_PARAMETERS))
     return ImageRequest(detect=parse_detect_options(values), window=window, output=output)
 
 
