@@ -4,6 +4,7 @@ and what each step decided for the steps after it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -72,7 +73,7 @@ class Work:
         flatten transparency onto."""
         return self.request.output.background or WHITE
 
-    @property
+    @cached_property
     def underlay(self) -> BGR | None:
         """What the answer's transparency goes onto: the background given, else nothing where the
         output's format has an alpha channel (None: kept), else white."""

@@ -467,7 +467,9 @@ def test_the_url_forms_anonymize_lists_and_hides_the_faces_v1_anonymize_does(sta
     """The same faces (the size rule applied: the photo has unsure faces too large to be faces) by URL."""
     data = photo(UNSURE_AND_LARGE).read_bytes()
     found, unsure = faces_and_implausible(stack.gateway, data)
-    uploaded = requests.post(f"{stack.gateway}/v1/anonymize", params={"format": "json"}, files={"image": data}).json()
+    uploaded = requests.post(
+        f"{stack.gateway}/v1/anonymize", params={"format": "json"}, files={"image": data}, timeout=120
+    ).json()
     by_url = get(public.url, "anonymize=fill,format=json/masks.jpg")
     assert by_url.status_code == 200 and by_url.headers["X-Face-Count"] == str(len(uploaded["faces"]))
     assert rectangles(by_url.json()["faces"]) == rectangles([face for face in found["faces"] if face not in unsure])
