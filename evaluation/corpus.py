@@ -1,6 +1,6 @@
 """The files image libraries keep to test themselves, remade by the project's own encoders (Pillow,
 OpenCV, pillow-heif, and hand-written chunks where no encoder writes the kind): TIFFs under every
-orientation, CMYK TIFFs, transparent PNG, WebP, GIF, HEIC and AVIF, 16-bit APNG and TIFF, an MPO,
+orientation, CMYK TIFFs, transparent PNG, WebP, GIF, HEIC and AVIF, 16-bit PNG, APNG (8 and 16-bit) and TIFF, an MPO,
 palette-less and disposal GIFs, an RLE8 BMP, CIELab; and the reference each is judged against:
 Pillow's decode, upright, 16-bit samples scaled to 8 (as libvips does), its transparency kept
 (`over` shows it on a colour)."""
@@ -50,23 +50,47 @@ def png_chunk(kind: bytes, body: bytes) -> bytes:
     return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
 
 
-def apng16() -> bytes:
-    """A 16-bit RGBA APNG of two frames (OpenCV writes the 16-bit PNG; acTL, fcTL and fdAT by hand):
-    the first frame is the default image, opaque red inside a transparent border."""
-    red = np.zeros((SIZE[1], SIZE[0], 4), np.uint16)
-    red[..., 2] = 65535  # BGRA: red
-    red[8:-8, 8:-8, 3] = 65535  # opaque inside, transparent border
-    png = cv2.imencode(".png", red)[1].tobytes()
-    at = png.index(b"IDAT") - 4
-    (length,) = struct.unpack(">I", png[at : at + 4])
-    data = png[at + 8 : at + 8 + length]
+def png_chunks(png: bytes) -> list[tuple[bytes, bytes]]:
+    """A PNG's chunks, (type, body), in order."""
+    chunks, at = [], 8
+    while at < len(png):
+        (length,) = struct.unpack(">I", png[at : at + 4])
+        chunks.append((png[at + 4 : at + 8], png[at + 8 : at + 8 + length]))
+        at += 12 + length
+    return chunks
+
+
+def apng(png: bytes, size: tuple[int, int]) -> bytes:
+    """`png` as an APNG of two frames (acTL, fcTL and fdAT by hand): its picture is the first frame
+    and the default image, shown again as the second."""
+    chunks = png_chunks(png)
+    data = b"".join(body for kind, body in chunks if kind == b"IDAT")
 
     def control(sequence: int) -> bytes:
-        return png_chunk(b"fcTL", struct.pack(">IIIIIHHBB", sequence, SIZE[0], SIZE[1], 0, 0, 1, 10, 0, 0))
+        return png_chunk(b"fcTL", struct.pack(">IIIIIHHBB", sequence, *size, 0, 0, 1, 10, 0, 0))
 
-    head = png[:at] + png_chunk(b"acTL", struct.pack(">II", 2, 0)) + control(0)
-    second = control(1) + png_chunk(b"fdAT", struct.pack(">I", 2) + data)
-    return head + png[at : at + 12 + length] + second + png[at + 12 + length :]
+    head = b"".join(png_chunk(kind, body) for kind, body in chunks if kind not in (b"IDAT", b"IEND"))
+    frames = control(0) + png_chunk(b"IDAT", data) + control(1) + png_chunk(b"fdAT", struct.pack(">I", 2) + data)
+    return png[:8] + head + png_chunk(b"acTL", struct.pack(">II", 2, 0)) + frames + png_chunk(b"IEND", b"")
+
+
+def deep(alpha: bool) -> np.ndarray:
+    """`upright()` as 16-bit BGR (BGRA with `alpha`: opaque inside, transparent border, half-transparent
+    band), each sample's low byte unlike its high one, so a reader that swaps them is far off."""
+    bgr = cv2.cvtColor(np.asarray(upright()), cv2.COLOR_RGB2BGR).astype(np.uint16)
+    low = np.random.default_rng(16).integers(0, 256, bgr.shape, dtype=np.uint16)
+    samples = bgr * 256 + low
+    if not alpha:
+        return samples
+    opacity = np.zeros(samples.shape[:2], np.uint16)
+    opacity[8:-8, 8:-8] = 65535
+    opacity[8:-8, 8:24] = 32768 + 77  # half transparent, its low byte set too
+    return np.dstack((samples, opacity))
+
+
+def png16(alpha: bool) -> bytes:
+    """A 16-bit PNG (OpenCV writes it) of `deep(alpha)`."""
+    return cv2.imencode(".png", deep(alpha))[1].tobytes()
 
 
 def tiff16() -> bytes:
@@ -198,7 +222,11 @@ def corpus() -> dict[str, bytes]:
         "tiff-cmyk": encoded_as(upright().convert("CMYK"), "TIFF", compression="tiff_lzw"),
         "tiff-16bit": tiff16(),
         "tiff-lab": lab_tiff(),
-        "apng-16bit": apng16(),
+        "png-16bit": png16(alpha=False),
+        "png-16bit-alpha": png16(alpha=True),
+        "apng-16bit": apng(png16(alpha=False), SIZE),
+        "apng-16bit-alpha": apng(png16(alpha=True), SIZE),
+        "apng-8bit": apng(encoded_as(upright(), "PNG"), SIZE),
         "mpo": mpo(),
         "gif-no-palette": gif_without_palette(),
         "gif-disposal": gif_with_disposal(),

@@ -64,3 +64,15 @@ def png_declaring(width: int, height: int) -> bytes:
 @cache
 def astronaut() -> Image.Image:
     return Image.open(photo(ASTRONAUT)).convert("RGB")
+
+
+def astronauts_moved() -> dict[str, bytes]:
+    """The astronaut rescaled (0.73x, 1x, 1.31x) and shifted by cutting 0, 3 or 7 pixels off the top
+    left: one face whose box lands on every fraction of a pixel, as JPEG."""
+    pictures = {}
+    for scale in (0.73, 1.0, 1.31):
+        side = round(512 * scale)
+        resized = astronaut().resize((side, side), Image.Resampling.LANCZOS)
+        for shift in (0, 3, 7):
+            pictures[f"astronaut-{scale}-{shift}.jpg"] = encoded(resized.crop((shift, shift, side, side)), "JPEG")
+    return pictures

@@ -48,6 +48,15 @@ def framed_faces(boxes: np.ndarray, faces: str) -> np.ndarray:
     return boxes
 
 
+def in_whole_pixels(boxes: np.ndarray, image: tuple[int, int]) -> np.ndarray:
+    """Corner boxes [K, 4] rounded outward to whole pixels, inside the image (width, height): a
+    window of whole pixels holds a face exactly where it holds its box here, so a window as large as
+    the faces, zoom=1, is never a pixel short of them."""
+    width, height = image
+    rounded = np.concatenate([np.floor(boxes[:, :2]), np.ceil(boxes[:, 2:])], axis=1)
+    return np.clip(rounded, 0, [width, height, width, height])
+
+
 def face_box(boxes: np.ndarray) -> np.ndarray | None:
     """Corner box (x1, y1, x2, y2) holding every face of `boxes`; None if there is none."""
     if not len(boxes):
@@ -134,9 +143,9 @@ def output_size(region: Rect, options: CropOptions) -> tuple[int, int]:
 def plan_crop(boxes: np.ndarray, image: tuple[int, int], options: CropOptions, power: float = SIZE_POWER) -> CropPlan:
     """Where to crop and at what size, from face boxes [K, 4] (x1, y1, x2, y2) in an image (width, height).
 
-    A region that holds every face to frame is centred on them (Cloudflare's rule); one too
-    small for them keeps the most faces whole instead (gateway/placement.py, faces weighted by their
-    size to `power`). Fits that do not
+    The faces count in whole pixels (`in_whole_pixels`). A region that holds every face to frame
+    is centred on them (Cloudflare's rule); one too small for them keeps the most faces whole
+    instead (gateway/placement.py, faces weighted by their size to `power`). Fits that do not
     crop keep the whole image; fit=crop where the region is smaller than width x height keeps
     the region before widening, never enlarged (Cloudflare's: like scale-down).
     """
@@ -146,6 +155,7 @@ def plan_crop(boxes: np.ndarray, image: tuple[int, int], options: CropOptions, p
         output = output_size(whole, options)
         return CropPlan(whole, output, canvas and (canvas[0] or output[0], canvas[1] or output[1]))
     framed = framed_faces(boxes, options.faces) if options.gravity.follows != "point" else boxes[:0]
+    framed = in_whole_pixels(framed, image)
     box = face_box(framed)
     size = focused = region_size(box, options.zoom, image)
     if options.width is not None and options.height is not None:

@@ -31,7 +31,7 @@ from PIL import Image
 
 from gateway.errors import ImageTooLarge, MissingImage, UnsupportedImage
 from gateway.imaging.formats import ANIMATED_FORMATS, SUPPORTED_FORMATS, colour_profile
-from gateway.imaging.normalise import BGR, WHITE, as_bgr8, has_alpha, pillow_to_bgr
+from gateway.imaging.normalise import BGR, WHITE, as_bgr, has_alpha, pillow_to_bgr
 from gateway.timing import StageTimer
 
 EXIF_ORIENTATION_TAG = 0x0112
@@ -54,6 +54,7 @@ class ImageHeader:
     mode: str = "RGB"  # Pillow's name for the samples: RGB, L, P, RGBA, CMYK, LAB, I;16, ...
     transparent: bool = False  # an alpha channel or a transparent colour: flattened, or kept (decode_pixels)
     animated: bool = False  # a GIF or WebP of more than one frame
+    frames: int = 1  # the frames the file holds (an APNG's, a GIF's, a WebP's)
 
     @property
     def upright_size(self) -> tuple[int, int]:
@@ -62,8 +63,10 @@ class ImageHeader:
 
     @property
     def opencv_decodes(self) -> bool:
-        """Whether OpenCV's decoder reads it as it is: opaque 8-bit JPEG, PNG or WebP."""
-        return self.format in OPENCV_FORMATS and self.mode in OPENCV_MODES and not self.transparent
+        """Whether OpenCV's decoder reads it as it is: opaque 8-bit JPEG, PNG or WebP of one frame
+        (OpenCV's APNG reader swaps the bytes of 16-bit samples and crashes the process on some
+        malformed files: Pillow reads every APNG)."""
+        return self.format in OPENCV_FORMATS and self.mode in OPENCV_MODES and not self.transparent and self.frames == 1
 
 
 JPEG_REDUCTIONS = {
@@ -127,6 +130,7 @@ def read_header(data: bytes, max_pixels: int, max_side: int = MAX_SIDE) -> Image
                     mode=image.mode,
                     transparent=has_alpha(image),
                     animated=image.format in ANIMATED_FORMATS and bool(getattr(image, "is_animated", False)),
+                    frames=getattr(image, "n_frames", 1),
                 )
     except Image.DecompressionBombError:
         raise ImageTooLarge(f"the image declares more than {max_pixels} pixels") from None
@@ -205,7 +209,7 @@ def decode_pixels(
         flags = JPEG_REDUCTIONS[reduction] | cv2.IMREAD_IGNORE_ORIENTATION
         pixels = cv2.imdecode(np.frombuffer(data, np.uint8), flags)
         if pixels is not None:
-            return as_bgr8(pixels), None
+            return as_bgr(pixels), None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

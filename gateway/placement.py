@@ -36,7 +36,8 @@ def best_offset(
 ) -> int:
     """The offset in [0, limit] of a window `length` long, for faces spanning [starts, ends] along
     the axis: the most face weight whole inside, then the least weight cut by an edge, then the
-    offset nearest `centred`."""
+    offset nearest `centred`. A face longer than the window counts neither way (it is cut wherever
+    the window overlaps it): where no face fits, the window stays centred."""
     candidates = np.concatenate(
         [
             np.ceil(ends - length),  # the far edge at a face's far side: the face just inside
@@ -57,7 +58,7 @@ def best_offset(
     fitting = np.where(ends - starts <= length, weights, 0)  # only these can be whole
     # whole: end - length <= offset <= start; overlapping: start - length < offset < end
     whole = _totals(fitting, by_end)[ended_by_far_edge] - _totals(fitting, by_start)[started]
-    overlapping = _totals(weights, by_start)[started_by_far_edge] - _totals(weights, by_end)[ended]
+    overlapping = _totals(fitting, by_start)[started_by_far_edge] - _totals(fitting, by_end)[ended]
     cut = overlapping - whole
     best = whole == whole.max()
     best &= cut == cut[best].min()

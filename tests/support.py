@@ -95,6 +95,14 @@ def rectangle(face: dict) -> tuple[int, int, int, int]:
     return r["x"], r["y"], r["width"], r["height"]
 
 
+def holds_every_face(window: tuple[int, int, int, int], faces: list[dict]) -> None:
+    """The window (x, y, w, h) holds each face's rectangle whole."""
+    x, y, width, height = window
+    for face in faces:
+        fx, fy, fw, fh = rectangle(face)
+        assert x <= fx and y <= fy and fx + fw <= x + width and fy + fh <= y + height, (window, rectangle(face))
+
+
 def iou(a, b) -> float:
     ax2, ay2, bx2, by2 = a[0] + a[2], a[1] + a[3], b[0] + b[2], b[1] + b[3]
     w = max(0, min(ax2, bx2) - max(a[0], b[0]))

@@ -1,8 +1,8 @@
 """Any decoded picture as upright-ready 8-bit BGR: the one normalisation every still source goes
 through, whatever decoded it, so that every endpoint and output format sees the same pixels.
 
-- Samples deeper than 8 bits (16-bit PNG, TIFF and APNG, 12/16/32-bit grey) keep their top byte,
-  rounded (x / 257), as libvips and Pillow's own 16-to-8 conversions do.
+- Samples deeper than 8 bits keep their top byte: 16-bit colour (PNG, APNG, TIFF) as libpng and
+  Pillow read it, 12/16/32-bit grey scaled (x / 257, rounded) as libvips does.
 - Transparency (an alpha channel, or a palette's or a colour's transparency) is composited onto
   the background: white, or the URL form's `background` (Cloudflare: "added underneath the image");
   or, for outputs that keep it (no background given: PNG, WebP, AVIF), kept as a fourth channel,
@@ -84,10 +84,8 @@ def to_8bit(samples: np.ndarray) -> np.ndarray:
     return np.clip(np.rint(values), 0, 255).astype(np.uint8)
 
 
-def as_bgr8(pixels: np.ndarray) -> np.ndarray:
-    """OpenCV's decode as 8-bit, three-channel BGR (its APNG reader can answer 16-bit samples)."""
-    if pixels.dtype != np.uint8:
-        pixels = ((pixels.astype(np.uint32) + 128) // 257).astype(np.uint8)
+def as_bgr(pixels: np.ndarray) -> np.ndarray:
+    """OpenCV's 8-bit decode as three-channel BGR."""
     if pixels.ndim == 2:
         return cv2.cvtColor(pixels, cv2.COLOR_GRAY2BGR)
     return pixels

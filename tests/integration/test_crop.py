@@ -7,8 +7,8 @@ import pytest
 import requests
 from PIL import Image
 
-from evaluation.images import ASTRONAUT, CROWD, encoded, labeled_set, photo
-from tests.support import rectangle
+from evaluation.images import ASTRONAUT, CROWD, astronauts_moved, encoded, labeled_set, photo
+from tests.support import holds_every_face, rectangle
 
 
 def crop(stack, data: bytes, params=None):
@@ -187,3 +187,19 @@ def test_bad_crop_parameters(stack, params, name):
 def test_detect_errors_apply_to_crop(stack):
     assert requests.post(f"{stack.gateway}/v1/crop", timeout=10).json()["error"]["code"] == "missing_image"
     assert crop(stack, b"not an image").status_code == 415
+
+
+ZOOM_ONE_SHAPES = ((256, 256), (400, 300), (300, 400))
+
+
+@pytest.mark.parametrize("name", sorted(astronauts_moved()))
+def test_zoom_one_holds_the_whole_face_in_every_shape(stack, name):
+    """zoom=1 asks for the face to fill the window: it holds all of the face /v1/detect finds, however
+    the face's box rounds (issue #51: the window went just past it, showing the neck and suit)."""
+    data = astronauts_moved()[name]
+    faces = requests.post(f"{stack.gateway}/v1/detect", files={"image": data}, timeout=30).json()["faces"]
+    assert len(faces) == 1, faces
+    for width, height in ZOOM_ONE_SHAPES:
+        response = crop(stack, data, {"width": width, "height": height, "zoom": "1"})
+        assert response.status_code == 200, response.text
+        holds_every_face(crop_rect(response), faces)

@@ -3,12 +3,15 @@
 import io
 import struct
 
+import cv2
+import numpy as np
 import pytest
 import requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
+from evaluation.corpus import png_chunk, png_chunks
 from evaluation.images import astronaut, encoded, png_declaring
 from gateway.params import CROP_PARAMETERS, DETECT_PARAMETERS
 from tests.support import MAGIC, clean_images
@@ -29,6 +32,29 @@ def animated(fmt: str) -> bytes:
     buffer = io.BytesIO()
     frames[0].save(buffer, fmt, save_all=True, append_images=frames[1:], duration=100, loop=0)
     return buffer.getvalue()
+
+
+def apng_with_repeated_controls() -> bytes:
+    """A malformed APNG: acTL and fcTL again before its second IDAT chunk (16-bit noise makes
+    several). OpenCV's APNG reader crashed the worker on it (a segmentation fault, no answer)."""
+    noise = np.random.default_rng(0).integers(0, 65536, (40, 50, 3), dtype=np.uint16)
+    png = cv2.imencode(".png", noise)[1].tobytes()
+
+    def control(sequence: int) -> bytes:
+        return png_chunk(b"fcTL", struct.pack(">IIIIIHHBB", sequence, 50, 40, 0, 0, 1, 10, 0, 0))
+
+    chunks = png_chunks(png)
+    data = [body for kind, body in chunks if kind == b"IDAT"]
+    frame = b"".join(png_chunk(b"fdAT", struct.pack(">I", 2 + i) + body) for i, body in enumerate(data))
+    out = png[:8]
+    for kind, body in chunks:
+        if kind == b"IDAT":
+            out += png_chunk(b"acTL", struct.pack(">II", 2, 0)) + control(0) + png_chunk(kind, body)
+        elif kind == b"IEND":
+            out += control(1) + frame + png_chunk(kind, body)
+        else:
+            out += png_chunk(kind, body)
+    return out
 
 
 def corrupted(data: bytes) -> bytes:
@@ -59,6 +85,7 @@ CORPUS = {
     "strip-12000x10": (encoded(Image.new("RGB", (12000, 10)), "PNG"), "image/png", {200}),
     "strip-20000x10": (encoded(Image.new("RGB", (20000, 10)), "PNG"), "image/png", {413}),
     "bomb-png": (png_declaring(65_000, 65_000), "image/png", {413}),
+    "apng-repeated-controls": (apng_with_repeated_controls(), "image/png", {200, 415}),
     "bomb-jpeg": (jpeg_declaring(65_000, 65_000), "image/jpeg", {413}),
 }
 

@@ -20,7 +20,16 @@ import pytest
 import requests
 from PIL import Image
 
-from evaluation.images import ASTRONAUT, ASTRONAUT_FACE, CROWD, STADIUM, UNSURE_AND_LARGE, photo, png_declaring
+from evaluation.images import (
+    ASTRONAUT,
+    ASTRONAUT_FACE,
+    CROWD,
+    STADIUM,
+    UNSURE_AND_LARGE,
+    astronauts_moved,
+    photo,
+    png_declaring,
+)
 from evaluation.origins import photo_origin, trap
 from evaluation.service import inferences
 from facecrop_client import image_url
@@ -28,7 +37,7 @@ from gateway.config import Settings
 from gateway.url.caching import EtagSealer, describe
 from gateway.url.options import parse_url_options
 from local_triton.processes import child_pids, free_port, running_gateway
-from tests.support import faces_and_implausible, rectangles, regions_of
+from tests.support import faces_and_implausible, holds_every_face, rectangles, regions_of
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]  # where code blocks are quoted from
@@ -53,6 +62,8 @@ def originals(tmp_path_factory) -> Path:
     (root / "changing.jpg").write_bytes(photo(ASTRONAUT).read_bytes())
     (root / "notes.jpg").write_text("text, whatever the name says")
     (root / "bomb.png").write_bytes(png_declaring(100_000, 100_000))
+    for name, data in astronauts_moved().items():
+        (root / name).write_bytes(data)
     return root
 
 
@@ -102,6 +113,20 @@ def get(base: str, path: str, **headers) -> requests.Response:
 def error_of(response: requests.Response, status: int, code: str) -> None:
     assert response.status_code == status, (response.status_code, response.text)
     assert response.json()["error"]["code"] == code, response.text
+
+
+@pytest.mark.parametrize("detail", ["fast", "standard", "high"])
+def test_zoom_one_by_url_holds_the_whole_face_in_every_shape(public, detail):
+    """As /v1/crop's (test_crop): at zoom=1 the window holds the whole face the same request found."""
+    for name in sorted(astronauts_moved()):
+        for width, height in ((256, 256), (400, 300), (300, 400)):
+            options = f"width={width},height={height},fit=cover,gravity=face,zoom=1,detail={detail}"
+            answer = get(public.url, f"{options},format=json/{name}")
+            assert answer.status_code == 200, answer.text
+            body = answer.json()
+            assert len(body["faces"]) == 1, (name, body["faces"])
+            crop = body["crop"]
+            holds_every_face((crop["x"], crop["y"], crop["width"], crop["height"]), body["faces"])
 
 
 @pytest.mark.parametrize("detail", ["standard", "fast"])

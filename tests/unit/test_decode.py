@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageOps
 
+from evaluation.corpus import corpus, over, reference
 from evaluation.images import STORED_AS, astronaut, encoded, png_declaring
 from gateway.decode import apply_orientation, decode_image, jpeg_reduction, read_header
 from gateway.encode import output_format
@@ -26,6 +27,16 @@ def test_orientation_matches_pillow(orientation):
     expected = np.asarray(ImageOps.exif_transpose(jpeg))
     stored = np.asarray(jpeg.convert("RGB"))
     np.testing.assert_array_equal(apply_orientation(stored, orientation), expected)
+
+
+@pytest.mark.parametrize("name", ["png-16bit", "png-16bit-alpha", "apng-16bit", "apng-16bit-alpha", "apng-8bit"])
+def test_deep_pngs_and_apngs_decode_as_pillow_reads_them(name):
+    """16-bit samples whose two bytes differ (a reader that swaps them is 80 levels off: OpenCV's
+    APNG reader did, issue #51), opaque and with alpha, judged against Pillow's picture on white."""
+    data = corpus()[name]
+    pixels = decode(data, 10_000).pixels
+    expected = over(reference(data), (255, 255, 255))
+    assert np.abs(pixels[..., ::-1] - expected).mean() <= 0.5
 
 
 @pytest.mark.parametrize("fmt", ["JPEG", "PNG", "WEBP", "BMP", "GIF", "TIFF"])

@@ -1,11 +1,22 @@
 """Where the crop window goes when it cannot hold every face (gateway/placement.py through plan_crop)."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.crop import Rect, face_box, focal_point, place, plan_crop, region_size, widen_to_aspect
-from gateway.params import GRAVITIES, CropOptions
+from gateway.crop import (
+    Rect,
+    face_box,
+    focal_point,
+    framed_faces,
+    in_whole_pixels,
+    place,
+    plan_crop,
+    region_size,
+    widen_to_aspect,
+)
+from gateway.params import CROPPING_FITS, GRAVITIES, CropOptions
 from gateway.placement import best_offset, face_weights
 
 SQUARE = CropOptions(width=256, height=256, zoom=0)
@@ -109,7 +120,8 @@ def test_the_window_stays_inside_the_image_keeps_its_size_and_moves_only_when_fa
     low, high = np.minimum(unit[:, :2], unit[:, 2:]), np.maximum(unit[:, :2], unit[:, 2:])
     boxes = np.hstack([low * image, high * image + 1e-3])
     region = plan_crop(boxes, image, CropOptions(width=output[0], height=output[1], zoom=zoom)).region
-    # Cloudflare's rule, step by step
+    # Cloudflare's rule, step by step, on the faces in whole pixels
+    boxes = in_whole_pixels(boxes, image)
     box = face_box(boxes)
     size = widen_to_aspect(region_size(box, zoom, image), output[0] / output[1], image)
     centred = place(size, focal_point(box, GRAVITIES["face"], image), image)
@@ -117,3 +129,62 @@ def test_the_window_stays_inside_the_image_keeps_its_size_and_moves_only_when_fa
     assert 0 <= region.x <= width - region.width and 0 <= region.y <= height - region.height
     if whole(centred, boxes).all():
         assert region == centred
+
+
+def holds(region: Rect, box: np.ndarray) -> bool:
+    """Whether the window holds the whole box, judged on the box as found (not rounded)."""
+    return bool(
+        region.x <= box[0]
+        and region.y <= box[1]
+        and region.x + region.width >= box[2]
+        and region.y + region.height >= box[3]
+    )
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    image=st.tuples(st.integers(2, 3000), st.integers(2, 3000)),
+    corners=st.lists(st.tuples(*[st.floats(0, 1)] * 4), min_size=1, max_size=3),
+    output=st.tuples(st.one_of(st.none(), st.integers(1, 4096)), st.one_of(st.none(), st.integers(1, 4096))),
+    fit=st.sampled_from(sorted(CROPPING_FITS)),
+    zoom=st.one_of(st.just(1.0), st.floats(0.05, 1)),
+    faces=st.sampled_from(["all", "largest"]),
+)
+def test_a_window_of_the_outputs_shape_that_can_hold_the_faces_holds_them(image, corners, output, fit, zoom, faces):
+    """zoom up to 1 asks for the faces whole: wherever a window of the output's aspect ratio holding
+    them fits in the picture, the window holds every framed face, whatever the boxes' fractions of a
+    pixel round to (issue #51: zoom=1 put the window just past the face)."""
+    width, height = image
+    unit = np.array(corners)
+    low, high = np.minimum(unit[:, :2], unit[:, 2:]), np.maximum(unit[:, :2], unit[:, 2:])
+    boxes = np.hstack([low * image, high * image])
+    plan = plan_crop(boxes, image, CropOptions(width=output[0], height=output[1], zoom=zoom, fit=fit, faces=faces))
+    box = face_box(framed_faces(boxes, faces))
+    # the smallest window of the output's aspect ratio holding the faces in whole pixels
+    span_x, span_y = np.ceil(box[2]) - np.floor(box[0]), np.ceil(box[3]) - np.floor(box[1])
+    aspect = output[0] / output[1] if output[0] and output[1] else None
+    need = (max(span_x, span_y * aspect), max(span_y, span_x / aspect)) if aspect else (span_x, span_y)
+    if need[0] <= width and need[1] <= height:
+        assert holds(plan.region, box), (plan.region, box.tolist())
+
+
+@pytest.mark.parametrize("output", [(256, 256), (400, 300), (300, 400)])
+@pytest.mark.parametrize("shift", [0.0, 0.2, 0.45, 0.5, 0.55, 0.8])
+def test_zoom_one_frames_a_face_whose_sides_round_either_way(output, shift):
+    """The report's case: a 92.x by 122.x face at zoom=1 (the window just past it before)."""
+    face = np.array([[178 + shift, 58 + shift, 270.3 + shift, 180.4 + shift]])
+    region = plan_crop(face, (512, 512), CropOptions(width=output[0], height=output[1], zoom=1)).region
+    assert holds(region, face[0]), region
+
+
+def test_a_face_no_window_of_the_shape_can_hold_keeps_the_window_centred_on_it():
+    """A face taller than any 3:1 window of the picture: the window cannot hold it, so it stays
+    centred on the face (the face counts neither whole nor cut), not beside it."""
+    face = np.array([[250.0, 300.0, 350.0, 600.0]])
+    region = plan_crop(face, (600, 800), CropOptions(width=300, height=100, zoom=1)).region
+    assert (region.width, region.height) == (600, 200)
+    assert region.y == 350  # the face's centre, 450, minus half the window
+    # beside a smaller face that fits, the window keeps that one whole, clear of the large one
+    small = np.array([[20.0, 100.0, 60.0, 140.0]])
+    region = plan_crop(np.vstack([face, small]), (600, 800), CropOptions(width=300, height=100, zoom=1)).region
+    assert holds(region, small[0])
