@@ -2,7 +2,8 @@
 
 A page asks for one with a line `<!-- table: NAME -->`: `configuration` (gateway.config.Settings,
 its other variables and gunicorn's), `detect`, `crop`, `anonymize` (gateway.params' tables) and
-`url-options` (gateway.url.options' table, aliases and the options not offered).
+`url-options` (gateway.url.options' table, aliases and the options not offered), `errors`
+(gateway/errors.py's catalogue, its limits from their definitions).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gateway import params  # noqa: E402
-from gateway.config import OTHER_VARIABLES, Settings, variable  # noqa: E402
+from gateway.config import OTHER_VARIABLES, Settings, variable, with_limits  # noqa: E402
+from gateway.errors import documented_errors  # noqa: E402
 from gateway.url import options  # noqa: E402
 
 MARKER = re.compile(r"^<!-- table: ([a-z-]+) -->$", re.MULTILINE)
@@ -77,12 +79,22 @@ def configuration_table() -> str:
     return "\n".join(rows)
 
 
+def errors_table() -> str:
+    """Every error of gateway/errors.py, by status, with where it is answered and when."""
+    rows = ["| status | code | answered by | when |", "|---|---|---|---|"]
+    for error in documented_errors(by_url=True):
+        where = "the URL form" if error.by_url_only else "every endpoint"
+        rows.append(f"| {error.status} | `{error.code}` | {where} | {with_limits(error.summary)} |")
+    return "\n".join(rows)
+
+
 TABLES = {
     "configuration": configuration_table,
     "detect": lambda: parameter_table(params.DETECT),
     "crop": lambda: parameter_table(params.CROP),
     "anonymize": lambda: parameter_table(params.ANONYMIZE),
     "url-options": url_options_table,
+    "errors": errors_table,
 }
 
 

@@ -15,7 +15,7 @@ from gateway import access, api, health, observe, pages
 from gateway.config import Settings
 from gateway.detection.detectors import Detectors, serve
 from gateway.detection.model import Model
-from gateway.errors import ApiError, PayloadTooLarge
+from gateway.errors import ApiError, InternalError, PayloadTooLarge
 from gateway.triton.client import TritonModel
 from gateway.triton.wire import WireFormat
 from gateway.uploads import InMemoryRequest
@@ -94,5 +94,6 @@ def _http_error(error: HTTPException):
 
 def _unexpected_error(error: Exception):
     logging.getLogger("facecrop").exception("unexpected error")
-    observe.note(error="internal_error")
-    return jsonify({"error": {"code": "internal_error", "message": "unexpected error; see the gateway log"}}), 500
+    internal = InternalError("unexpected error; see the gateway log")
+    observe.note(error=internal.code)
+    return jsonify(internal.to_json()), internal.status

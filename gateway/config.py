@@ -11,6 +11,7 @@ from typing import Any
 
 from gateway.decode import MAX_SIDE
 from gateway.detection.detectors import KINDS, every_wire_format
+from gateway.imaging.animation import MAX_ANIMATION_PIXELS
 from gateway.placement import SIZE_POWER
 from gateway.triton.wire import WIRE_FORMAT_NAMES
 
@@ -64,6 +65,11 @@ class Settings:
         "out (frames x output size), answer 413 `image_too_large` (`anim=false` answers the first frame)",
     )
     infer_timeout_s: float = setting(10.0, "deadline of one inference call (then 504)")
+    request_timeout_s: float = setting(
+        30.0,
+        "deadline of a request's processing from its arrival, checked between its steps and between an "
+        "animation's frames (then 504 `processing_timeout`)",
+    )
     ready_timeout_s: float = setting(1.0, "deadline of Triton's readiness check behind `/readyz`")
     max_in_flight: int = setting(
         16,
@@ -176,6 +182,27 @@ OTHER_VARIABLES = {API_KEYS_FILE: ("", "a file with more API keys, one a line (a
 def variable(item: Field) -> str:
     """The environment variable a Settings field is read from."""
     return PREFIX + item.name.upper()
+
+
+LIMITS = {"max_animation_pixels": MAX_ANIMATION_PIXELS}  # limits that are no setting, named in prose
+NAMED = re.compile(r"\{([a-z_]+)\}")
+
+
+def with_limits(text: str) -> str:
+    """`text` with each {name} written out: a setting as its variable and default
+    ("`FACECROP_MAX_PIXELS` = 100,000,000"), a constant of LIMITS as its value; so the
+    errors' summaries say each limit from its one definition."""
+    settings = {item.name: item for item in fields(Settings)}
+
+    def written(match: re.Match) -> str:
+        name = match.group(1)
+        if name in LIMITS:
+            return f"{LIMITS[name]:,}"
+        item = settings[name]
+        default = item.metadata["shown"] or f"{item.default:,}".removesuffix(".0")
+        return f"`{variable(item)}` = {default}"
+
+    return NAMED.sub(written, text)
 
 
 def _parse(item: Field, text: str) -> Any:

@@ -10,7 +10,8 @@ class ApiError(Exception):
 
     status = 400
     code = "bad_request"
-    summary = ""  # when it is answered, for the API documentation
+    # when it is answered, for the API documentation; {name}: a limit (gateway.config.with_limits)
+    summary = ""
     headers: ClassVar[dict[str, str]] = {}
     by_url_only: ClassVar[bool] = False  # answered only by the URL form (GET /cdn-cgi/image/...)
     retries: ClassVar[bool] = False  # answered with Retry-After
@@ -55,17 +56,21 @@ class UnsupportedImage(ApiError):
 
 class PayloadTooLarge(ApiError):
     status, code = 413, "payload_too_large"
-    summary = "the body is over the upload limit"
+    summary = "the body is over the upload limit, {max_upload_bytes}"
 
 
 class ImageTooLarge(ApiError):
     status, code = 413, "image_too_large"
-    summary = "the image header declares more than the pixel limit (refused before decoding)"
+    summary = (
+        "the header declares more than {max_pixels} pixels or a side over {max_side}; an animation of more than "
+        "{max_animation_frames} frames, or more than {max_animation_pixels} pixels of frames in or out "
+        "(Cloudflare's); a PNG text chunk over Pillow's bound: refused before decoding"
+    )
 
 
 class BackendUnavailable(ApiError):
     status, code = 503, "backend_unavailable"
-    summary = "Triton is unavailable or the model is not loaded"
+    summary = "Triton is unavailable or a served model is not loaded (answered at once)"
 
     def __init__(self, cause: str = ""):
         super().__init__("the inference server is unavailable or the model is not ready", cause)
@@ -73,12 +78,17 @@ class BackendUnavailable(ApiError):
 
 class BackendTimeout(ApiError):
     status, code = 504, "backend_timeout"
-    summary = "Triton did not answer within the inference deadline"
+    summary = "Triton did not answer a call within {infer_timeout_s} seconds"
+
+
+class ProcessingTimeout(ApiError):
+    status, code = 504, "processing_timeout"
+    summary = "the request's processing ran past {request_timeout_s} seconds (checked between its steps and frames)"
 
 
 class OutputTooLarge(ApiError):
     status, code = 400, "output_too_large"
-    summary = "a crop whose output would be over the pixel limit"
+    summary = "an output (a crop, or the picture whole) would be over {max_pixels} pixels"
 
 
 class Unauthorized(ApiError):
@@ -90,7 +100,7 @@ class Unauthorized(ApiError):
 class Overloaded(ApiError):
     status, code = 429, "overloaded"
     retries = True
-    summary = "the worker already has its most requests in flight; retry after `Retry-After` seconds"
+    summary = "the worker already has {max_in_flight} requests in flight; retry after `Retry-After` seconds"
 
     def __init__(self, message: str):
         super().__init__(message, retry_after=1)
@@ -118,7 +128,7 @@ class OriginError(ApiError):
 
 class OriginTimeout(ApiError):
     status, code, by_url_only = 504, "origin_timeout", True
-    summary = "the origin did not answer within the fetch deadline"
+    summary = "the origin did not answer within {source_timeout_s} seconds"
 
 
 class OriginBusy(ApiError):
@@ -136,6 +146,14 @@ class OriginUnavailable(ApiError):
 class ClientGone(ApiError):
     status, code, by_url_only = 499, "client_closed_request", True
     summary = "the client closed its connection before the source arrived (nginx's 499; never seen by it)"
+
+
+class InternalError(ApiError):
+    status, code = 500, "internal_error"
+    summary = (
+        "a defect, never an answer to what was sent: the gateway log has its traceback under the request's "
+        "`X-Request-ID`; report it with the request"
+    )
 
 
 BACKEND_ERRORS = (BackendUnavailable, BackendTimeout)  # failed Triton calls

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.config import with_limits
 from gateway.detection.detections import LANDMARK_NAMES
 from gateway.encode import CONTENT_TYPES
 from gateway.errors import documented_errors
@@ -120,7 +121,8 @@ def error_responses(by_url: bool = False) -> dict:
         response = responses.setdefault(
             str(error.status), {"description": "", "content": content, "headers": {"X-Request-ID": REQUEST_ID}}
         )
-        response["description"] += f"{'; ' if response['description'] else ''}`{error.code}`: {error.summary}"
+        summary = with_limits(error.summary)
+        response["description"] += f"{'; ' if response['description'] else ''}`{error.code}`: {summary}"
         names = [*error.headers, *(["Retry-After"] if error.retries else [])]
         response["headers"].update({name: {"schema": {"type": "string"}} for name in names})
     return responses

@@ -1,11 +1,37 @@
 """Per-request stage timings (fetch, decode, resize, preprocess, infer, postprocess, crop, anonymize, colour,
-encode)."""
+encode), and the deadline a request's processing is held to."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+
+from gateway.errors import ProcessingTimeout
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """When a request's processing must have ended, in seconds of `clock` (perf_counter's; a test's
+    fake clock): checked between its steps and between an animation's frames (as imgproxy checks its
+    timeout), so a request past it stops at the next step with 504, not after the last frame."""
+
+    at: float
+    clock: Callable[[], float] = time.perf_counter
+
+    @staticmethod
+    def after(seconds: float, started: float | None = None, clock: Callable[[], float] = time.perf_counter) -> Deadline:
+        """`seconds` after `started` (now where None), on `clock`."""
+        return Deadline((clock() if started is None else started) + seconds, clock)
+
+    def check(self, before: str) -> None:
+        """Raise ProcessingTimeout (504) once the deadline has passed; `before`: what would run next."""
+        if self.clock() >= self.at:
+            raise ProcessingTimeout(f"the request ran past its processing deadline before {before}")
+
+
+NEVER = Deadline(float("inf"))
 
 
 class StageTimer:

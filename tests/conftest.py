@@ -34,9 +34,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def stack():
     """One real Triton + gateway pair for the whole session, on free ports. The tests judge answers,
     not speed: a busy machine's queue in Triton (a crowd at detail=high is both models on up to 9
-    tiles) must not turn an answer into a 504, so the inference deadline is a minute here; the
-    deadline itself is tested on a gateway of its own (test_operations)."""
-    with running_stack("test", {"FACECROP_INFER_TIMEOUT_S": "60"}, intra_op_threads=2) as running:
+    tiles) must not turn an answer into a 504, so the inference deadline is a minute here and the request's
+    five minutes; the inference deadline is tested on a gateway of its own (test_operations), the request's
+    in tests/unit/test_processing.py."""
+    generous = {"FACECROP_INFER_TIMEOUT_S": "60", "FACECROP_REQUEST_TIMEOUT_S": "300"}
+    with running_stack("test", generous, intra_op_threads=2) as running:
         yield running
 
 

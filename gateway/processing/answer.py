@@ -1,12 +1,11 @@
 """What a request answers, in one place for every front door: its headers, its JSON, its encoded
-picture; and `process`, which runs the steps that decide them."""
+picture; and `process`, which runs the steps that decide them. It speaks no HTTP: the views turn
+its `Answer` into a response (gateway/responses.py), and a batch job or a test can call it as it is."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
-from flask import Response, current_app
-from flask.typing import ResponseReturnValue
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 
 from facecrop_hiding import regions
 from gateway.config import Settings
@@ -18,9 +17,22 @@ from gateway.imaging.animation import encode_animation
 from gateway.imaging.metadata import output_exif
 from gateway.processing.frames import Frame, rendered
 from gateway.processing.steps import STEPS
-from gateway.processing.work import Work
+from gateway.processing.work import Work, unlogged
 from gateway.request import ImageRequest
-from gateway.timing import StageTimer
+from gateway.timing import NEVER, Deadline, StageTimer
+
+JSON = "application/json"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A request's answer: the encoded picture and its media type, or (format=json) the JSON document;
+    and the facts its headers say (X-Crop-Rect, X-Face-Count, X-Frames, ...)."""
+
+    media_type: str
+    headers: dict[str, str]
+    body: bytes = b""
+    document: dict | None = None  # format=json's answer (the body is empty)
 
 
 def process(
@@ -28,21 +40,26 @@ def process(
     request: ImageRequest,
     settings: Settings,
     detectors: Detectors,
-    timer: StageTimer,
-    headers: dict[str, str] | None = None,
-) -> ResponseReturnValue:
+    timer: StageTimer | None = None,
+    deadline: Deadline = NEVER,
+    note: Callable[..., None] = unlogged,
+) -> Answer:
     """The answer to `request` for the source's bytes: its header read (once), the steps run in
-    order, then the JSON or every frame's pixels, encoded; `headers` added to the answer's."""
+    order, then the JSON or every frame's pixels, encoded; the `deadline` checked before each step
+    and each frame's steps (ProcessingTimeout, 504); `note` told the facts a log line keeps."""
+    timer = timer or StageTimer()
     with timer.stage("decode"):
         header = read_header(data, settings.max_pixels, settings.max_side)
-    work = Work(request, data, header, settings, detectors, timer)
+    work = Work(request, data, header, settings, detectors, timer, deadline, note)
     for step in STEPS:
+        deadline.check(step.__name__)
         step(work)
     if request.output.format == "json":
-        return current_app.json.response(json_answer(work)), 200, (headers or {}) | answer_headers(work)
+        return Answer(JSON, answer_headers(work), document=json_answer(work))
     frames = rendered(work)
+    deadline.check("encoding")
     body, content_type = encoded(frames, work)
-    return Response(body, content_type=content_type, headers=(headers or {}) | answer_headers(work, frames[-1]))
+    return Answer(content_type, answer_headers(work, frames[-1]), body)
 
 
 def answer_headers(work: Work, frame: Frame | None = None) -> dict[str, str]:

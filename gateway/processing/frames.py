@@ -131,10 +131,12 @@ FRAME_STEPS = (decode, turn, cut, hide, colour, filters, pad)
 
 
 def rendered(work: Work) -> list[Frame]:
-    """Every frame of the answer through FRAME_STEPS."""
+    """Every frame of the answer through FRAME_STEPS, the deadline checked before each step."""
     done = []
-    for frame in frames_of(work):
+    frames = frames_of(work)
+    for number, frame in enumerate(frames, 1):
         for step in FRAME_STEPS:
+            work.deadline.check(f"{step.__name__} of frame {number} of {len(frames)}")
             frame = step(frame, work)
         done.append(frame)
     return done

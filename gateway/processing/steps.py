@@ -19,7 +19,6 @@ from gateway.errors import OutputTooLarge
 from gateway.imaging.animation import check_cost, read_animation
 from gateway.imaging.geometry import border_rect, trim_rect, turn_detections, turn_pixels, turned_size
 from gateway.imaging.saliency import salient_focus
-from gateway.observe import note
 from gateway.params import GRAVITIES, CropOptions, Gravity
 from gateway.pipeline import FAST_SIZE, detect_frames, run_detection
 from gateway.processing.work import NO_BOXES, Focus, Work
@@ -53,7 +52,9 @@ def load(work: Work) -> None:
     with work.timer.stage("decode"):
         work.animation = read_animation(work.data, work.flatten_onto, frame_bound(work), settings.max_animation_frames)
     width, height = work.upright_size
-    note(image={"width": width, "height": height, "format": work.header.format, "frames": len(work.animation.frames)})
+    work.note(
+        image={"width": width, "height": height, "format": work.header.format, "frames": len(work.animation.frames)}
+    )
 
 
 def frame_bound(work: Work) -> tuple[int, int]:
@@ -100,8 +101,8 @@ def detect(work: Work) -> None:
         work.image, work.found, work.models = result.image, result.detections, result.models
         work.passes = result.passes
         width, height = result.image.size
-        note(image={"width": width, "height": height, "format": result.image.format}, tiles=result.tiles)
-    note(faces=len(work.found))
+        work.note(image={"width": width, "height": height, "format": result.image.format}, tiles=result.tiles)
+    work.note(faces=len(work.found))
 
 
 def spread(frames: list[np.ndarray], count: int) -> list[np.ndarray]:

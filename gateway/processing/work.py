@@ -3,6 +3,7 @@ and what each step decided for the steps after it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -18,9 +19,13 @@ from gateway.imaging.animation import Animation
 from gateway.imaging.normalise import BGR, WHITE
 from gateway.params import Gravity
 from gateway.request import ImageRequest
-from gateway.timing import StageTimer
+from gateway.timing import NEVER, Deadline, StageTimer
 
 NO_BOXES = np.zeros((0, 4), np.float32)
+
+
+def unlogged(**facts: object) -> None:
+    """Where no log line keeps a request's facts (a batch job, a test)."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,8 @@ class Work:
     settings: Settings
     detectors: Detectors
     timer: StageTimer
+    deadline: Deadline = NEVER
+    note: Callable[..., None] = unlogged  # tells the request's log line facts (image size, faces)
     image: DecodedImage | None = None  # a still's pixels decoded so far (for the detection: reduced)
     animated_as: str | None = None  # the format an animation that stays one goes out in (json, webp, gif)
     animation: Animation | None = None  # its every frame, upright

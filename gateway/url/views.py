@@ -18,6 +18,7 @@ from flask.typing import ResponseReturnValue
 from gateway.errors import ApiError, ClientGone, InvalidParameter, InvalidSignature, SourceNotAllowed
 from gateway.observe import note
 from gateway.processing.answer import process
+from gateway.responses import pipeline_context, respond
 from gateway.url.caching import (
     CLIENT_HINTS,
     DEFAULT_MAX_AGE,
@@ -121,7 +122,10 @@ def serve(tail: str, query: str) -> ResponseReturnValue:
     if client_gone(request.environ.get("gunicorn.socket")):
         raise ClientGone("the client closed its connection")
     services.limit.admit()
-    return process(loaded.data, options.request(fmt, quality), settings, services.detectors, g.timer, headers)
+    answer = process(
+        loaded.data, options.request(fmt, quality), settings, services.detectors, **pipeline_context(settings)
+    )
+    return respond(answer, headers)
 
 
 def redirect_target(raw_source: str, query: str) -> str | None:

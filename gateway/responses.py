@@ -1,0 +1,28 @@
+"""The pipeline's answer (gateway/processing/answer.py) as a Flask response, for every front door."""
+
+from __future__ import annotations
+
+from flask import Response, current_app, g
+
+from gateway import observe
+from gateway.config import Settings
+from gateway.processing.answer import Answer
+from gateway.timing import Deadline
+
+
+def respond(answer: Answer, headers: dict[str, str] | None = None) -> Response:
+    """`answer` with the view's own `headers` (the URL form's caching ones) beside its facts."""
+    every = (headers or {}) | answer.headers
+    if answer.document is not None:
+        return Response(current_app.json.dumps(answer.document) + "\n", content_type=answer.media_type, headers=every)
+    return Response(answer.body, content_type=answer.media_type, headers=every)
+
+
+def request_deadline(settings: Settings) -> Deadline:
+    """This request's processing deadline: FACECROP_REQUEST_TIMEOUT_S from its arrival."""
+    return Deadline.after(settings.request_timeout_s, started=g.started)
+
+
+def pipeline_context(settings: Settings) -> dict:
+    """What `process` takes from the request being served: its timer, deadline and log line."""
+    return {"timer": g.timer, "deadline": request_deadline(settings), "note": observe.note}

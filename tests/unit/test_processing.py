@@ -1,0 +1,102 @@
+"""gateway/processing without HTTP: `process` answers a typed Answer that a batch job or a test can
+use as it is, and holds a request to its deadline between steps and between frames (a fake clock)."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+
+import pytest
+from PIL import Image
+
+from evaluation.images import astronaut, encoded
+from gateway.app import create_app
+from gateway.config import Settings
+from gateway.detection.detectors import serve
+from gateway.errors import ProcessingTimeout
+from gateway.processing.answer import process
+from gateway.request import crop_request, detect_request
+from gateway.timing import Deadline
+from gateway.url.options import parse_url_options
+from tests.support import NoFacesModel
+
+SETTINGS = Settings()
+DETECTORS = serve(SETTINGS.detectors, SETTINGS.wire_format, NoFacesModel)
+FRAMES = 12
+
+
+class TickingClock:
+    """A clock that moves one second each time it is read: the deadline's checks, counted."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def __call__(self) -> float:
+        self.reads += 1
+        return float(self.reads)
+
+
+def animation(frames: int = FRAMES) -> bytes:
+    pictures = [astronaut().resize((64, 64)).rotate(10 * i) for i in range(frames)]
+    buffer = io.BytesIO()
+    pictures[0].save(buffer, "GIF", save_all=True, append_images=pictures[1:], duration=50, loop=0)
+    return buffer.getvalue()
+
+
+def test_processing_imports_no_web_framework():
+    """The core runs without Flask: importing it loads neither Flask nor Werkzeug."""
+    script = "import sys, gateway.processing.answer; print(sorted({'flask', 'werkzeug'} & set(sys.modules)))"
+    loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"
+
+
+def test_process_answers_a_picture_and_json_without_a_request_context():
+    data = encoded(astronaut(), "PNG")
+    answer = process(data, crop_request({"width": "64", "height": "48", "format": "webp"}), SETTINGS, DETECTORS)
+    assert answer.media_type == "image/webp" and answer.document is None
+    assert Image.open(io.BytesIO(answer.body)).size == (64, 48)
+    assert answer.headers["X-Crop-Rect"] == "0,64,512,384"  # no face: the centred 4:3 window
+    facts: dict = {}
+    found = process(data, detect_request({}), SETTINGS, DETECTORS, note=lambda **more: facts.update(more))
+    assert found.media_type == "application/json" and found.body == b""
+    assert found.document == {"image": {"width": 512, "height": 512}, "faces": []}
+    assert found.headers["X-Face-Count"] == "0"
+    assert facts["faces"] == 0 and facts["image"]["width"] == 512  # what the log line keeps
+
+
+def test_a_deadline_that_passed_stops_before_the_next_step():
+    clock = TickingClock()
+    with pytest.raises(ProcessingTimeout) as stopped:
+        process(
+            encoded(astronaut(), "JPEG"),
+            crop_request({"width": "64"}),
+            SETTINGS,
+            DETECTORS,
+            deadline=Deadline(3.0, clock),
+        )
+    assert clock.reads == 3  # load, detect, then trim found it passed
+    assert str(stopped.value).endswith("before trim")
+    assert stopped.value.status == 504 and stopped.value.code == "processing_timeout"
+
+
+def test_an_animation_past_its_deadline_stops_at_the_next_frame_not_after_the_last():
+    """The five steps, then seven per frame: a deadline passed at the 28th check stops the GIF's
+    fourth frame at its second step (turn), eight frames before the last."""
+    request = parse_url_options("width=32,height=32,fit=cover,format=gif").request("gif", 85)
+    clock = TickingClock()
+    with pytest.raises(ProcessingTimeout) as stopped:
+        process(animation(), request, SETTINGS, DETECTORS, deadline=Deadline(28.0, clock))
+    assert clock.reads == 28
+    assert str(stopped.value).endswith(f"before turn of frame 4 of {FRAMES}")
+    # with time enough, every frame: 5 + 7 x 12 checks and one before encoding
+    clock = TickingClock()
+    answer = process(animation(), request, SETTINGS, DETECTORS, deadline=Deadline(1000.0, clock))
+    assert answer.headers["X-Frames"] == str(FRAMES) and clock.reads == 5 + 7 * FRAMES + 1
+
+
+def test_a_request_past_its_deadline_is_answered_504_processing_timeout():
+    client = create_app(Settings(request_timeout_s=0), NoFacesModel).test_client()
+    response = client.post("/v1/crop", data={"image": (io.BytesIO(encoded(astronaut(), "JPEG")), "a.jpg")})
+    assert response.status_code == 504, response.get_data(as_text=True)
+    assert response.get_json()["error"]["code"] == "processing_timeout"
