@@ -58,7 +58,7 @@ def run_set(url: str, name: str) -> tuple[list[dict], Runs]:
             runs.answers[detail][truth["image"]] = [
                 (f["confidence"], [f["face_rectangle"][k] for k in ("x", "y", "width", "height")]) for f in faces
             ]
-            runs.tiled[detail].append(response.headers["X-Passes"] != "standard")
+            runs.tiled[detail].append("tiled" in response.headers["X-Passes"])
     return truths, runs
 
 

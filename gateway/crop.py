@@ -1,6 +1,8 @@
 """Face-aware crop geometry (Cloudflare Images' gravity=face with zoom, and its fits) and the crop itself.
 
-All geometry is in original-image pixels, after EXIF orientation; sizes are (width, height).
+All geometry is in the pixels of the picture the window is cut from: the source upright (after
+EXIF orientation), then trimmed, flipped and rotated as asked (gateway/imaging/geometry.py); sizes
+are (width, height).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ class Rect:
 
 @dataclass(frozen=True)
 class CropPlan:
-    region: Rect  # what is cut out of the original image
+    region: Rect  # what is cut out of the (turned) picture
     output: tuple[int, int]  # (width, height) the region is resized to
     canvas: tuple[int, int] | None = None  # fit=pad: the returned picture, the output centred on it
 
@@ -36,7 +38,7 @@ class CropPlan:
 
     @property
     def source_scale(self) -> float:
-        """The fraction of each original side the output needs (at most 1: no more than the original has)."""
+        """The fraction of each of the picture's sides the output needs (at most 1: no more than it has)."""
         return min(1.0, max(self.output[0] / self.region.width, self.output[1] / self.region.height))
 
 
@@ -181,7 +183,7 @@ def pad_to(pixels: np.ndarray, canvas: tuple[int, int], color: tuple[int, int, i
 
 
 def render_crop(image: DecodedImage, plan: CropPlan) -> np.ndarray:
-    """Cut the region (in original pixels) out of the decoded, possibly reduced, pixels and resize
+    """Cut the region (in the picture's full-size pixels) out of the decoded, possibly reduced, pixels and resize
     it to the output: area interpolation shrinking, cubic enlarging."""
     r = plan.region
     scale_x, scale_y = image.scale

@@ -214,8 +214,9 @@ def picture_or_json(description: str, schema_name: str, headers: dict) -> dict:
 def openapi_document() -> dict:
     passes = {
         "X-Passes": {
-            "description": "The detection passes that ran: `standard`, or `standard, tiled` (detail=high or auto)",
-            "schema": {"type": "string", "enum": ["standard", "standard, tiled"]},
+            "description": "The detection passes that ran: `standard`, `standard, tiled` (detail=high or auto), "
+            "or `fast` (detail=fast: the first pass at 640 pixels)",
+            "schema": {"type": "string", "enum": ["standard", "standard, tiled", "fast"]},
         },
         "X-Detectors": {
             "description": "The face models that ran, fused where more than one: `retinaface`, `yunet`",

@@ -70,11 +70,17 @@ class DetectionResult:
     detections: Detections  # every face found, in original pixels, best first (max_faces limits only the listing)
     tiles: int  # tiles of the tiled pass (detail=high or auto); 0 when only the standard pass ran
     models: tuple[str, ...]  # the models that ran, as the X-Detectors header says
+    first_pass: str = "standard"  # its name: `fast` at detail=fast (640, YuNet alone), else `standard`
 
     @property
     def passes(self) -> str:
         """The passes that ran, as the X-Passes header says them."""
-        return "standard, tiled" if self.tiles else "standard"
+        return f"{self.first_pass}, tiled" if self.tiles else self.first_pass
+
+
+def first_pass(options: DetectOptions) -> str:
+    """The first pass's name in X-Passes: `fast` (FAST_SIZE, its models) or `standard`."""
+    return "fast" if options.detail == "fast" else "standard"
 
 
 def run_detection(
@@ -139,7 +145,7 @@ def run_detection(
         per_model += [(name, finish(faces, (height, width), options)) for name, faces in tiled_faces.items()]
         detections = fuse(dict(per_model))
     ran = tuple(d.name for d in detectors.served if d in models or (tiles and d in tiled_models))
-    return DetectionResult(image=image, detections=detections, tiles=tiles, models=ran)
+    return DetectionResult(image, detections, tiles, ran, first_pass(options))
 
 
 def standard_size(options: DetectOptions, settings: Settings) -> int:

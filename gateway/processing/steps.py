@@ -20,7 +20,7 @@ from gateway.imaging.animation import check_cost, read_animation
 from gateway.imaging.geometry import border_rect, trim_rect, turn_detections, turn_pixels, turned_size
 from gateway.imaging.saliency import salient_focus
 from gateway.params import GRAVITIES, CropOptions, Gravity
-from gateway.pipeline import FAST_SIZE, detect_frames, run_detection
+from gateway.pipeline import FAST_SIZE, detect_frames, first_pass, run_detection
 from gateway.processing.work import NO_BOXES, Focus, Work
 from gateway.request import Output
 
@@ -93,7 +93,7 @@ def detect(work: Work) -> None:
         width, height = work.upright_size
         work.found = finish(Detections.concatenate(found), (height, width), request.detect)
         work.found_per_frame = found if request.hiding else None
-        work.passes = "standard"
+        work.passes = first_pass(request.detect)
     else:
         result = run_detection(
             work.data, work.detectors, work.settings, request.detect, work.timer, work.header, work.flatten_onto

@@ -66,7 +66,7 @@ NAMED_COLORS = {
     "grey": (128, 128, 128),
     "silver": (192, 192, 192),
     "yellow": (255, 255, 0),
-    "transparent": (255, 255, 255),  # outputs have no alpha: white, as Cloudflare flattens onto
+    "transparent": (255, 255, 255),  # a background is opaque: the name means white, as Cloudflare flattens onto
 }
 HEX_COLOR = re.compile(r"#([0-9a-fA-F]{3,4}|[0-9a-fA-F]{6}|[0-9a-fA-F]{8})")
 RGB_COLOR = re.compile(r"rgba?\(\s*(\d{1,3})[\s,]+(\d{1,3})[\s,]+(\d{1,3})(?:[\s,/]+[0-9.]+%?)?\s*\)")
@@ -208,7 +208,7 @@ def _quality(parameter: Parameter, raw: str) -> int:
 
 
 def _color(parameter: Parameter, raw: str) -> tuple[int, int, int]:
-    """A CSS colour as BGR (alpha ignored: outputs have no transparency)."""
+    """A CSS colour as BGR (its alpha ignored: a background given is opaque; not given, transparency is kept)."""
     text = raw.strip().lower()
     if text in NAMED_COLORS:
         red, green, blue = NAMED_COLORS[text]

@@ -153,6 +153,8 @@ def test_json_faces_detail_and_anonymize(stack, public):
     largest = get(public.url, "width=100,height=100,fit=cover,gravity=face,zoom=1,faces=largest,f=json/crowd.jpg")
     assert len(largest.json()["faces"]) == len(body["faces"])
     assert get(public.url, f"{FACE_CROP},detail=high/crowd.jpg").headers["X-Passes"] == "standard, tiled"
+    fast = get(public.url, f"{FACE_CROP}/crowd.jpg").headers  # the URL form's default detail=fast: named as run
+    assert (fast["X-Passes"], fast["X-Detectors"]) == ("fast", "yunet")
     plain = np.asarray(Image.open(io.BytesIO(get(public.url, "width=512,f=png/astronaut.jpg").content)), dtype=int)
     hidden = get(public.url, "width=512,f=png,anonymize=pixelate/astronaut.jpg")
     # the face, and with anonymize's privacy-first 8 % also a 16 % one beside her shoulder

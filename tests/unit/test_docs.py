@@ -6,6 +6,7 @@ import re
 import runpy
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,3 +73,46 @@ def test_the_configuration_table_lists_every_setting():
     for item in fields(Settings):
         assert f"| `{variable(item)}` |" in table
     assert "| `FACECROP_THREADS` | `32` |" in table and "| `FACECROP_API_KEYS_FILE` | none |" in table
+
+
+def stated_facts() -> list[tuple[str, str, object]]:
+    """(page, phrase, the code's value): each phrase, with the value written in, must be on its page."""
+    from gateway.config import Settings
+    from gateway.decode import MAX_SIDE
+    from gateway.detection.fusion import MATCH_IOU
+    from gateway.detection.postprocess import NMS_IOU_THRESHOLD
+    from gateway.detection.preprocess import TILE_MIN_OVERLAP
+    from gateway.params import MAX_CROP_SIDE
+    from gateway.pipeline import AUTO_MIN_SCORE, AUTO_SMALL_FACE, FAST_SIZE
+
+    settings = Settings()
+    return [
+        ("detectors.md", "best overlap at IoU {}", MATCH_IOU),
+        ("detectors.md", "suppressed on their own (NMS {})", NMS_IOU_THRESHOLD),
+        ("architecture.md", "`FACECROP_TARGET_SIZE` ({}; 640 at", settings.target_size),
+        ("architecture.md", "1024; {} at\n`detail=fast`", FAST_SIZE),
+        ("architecture.md", "overlap by at least {} pixels", TILE_MIN_OVERLAP),
+        ("architecture.md", "(scoring {} % or more)", round(AUTO_MIN_SCORE * 100)),
+        ("architecture.md", "is under {} pixels", AUTO_SMALL_FACE),
+        ("api/detect.md", "runs the standard pass at {} pixels", FAST_SIZE),
+        ("operating.md", "Bodies up to {} MiB", settings.max_upload_bytes // 2**20),
+        ("operating.md", "images up to {} megapixels", settings.max_pixels // 10**6),
+        ("operating.md", "and {:,}\npixels a side", MAX_SIDE),
+        ("operating.md", "crops up to {0}x{0}", MAX_CROP_SIDE),
+        ("operating.md", "`FACECROP_MAX_IN_FLIGHT` ({})", settings.max_in_flight),
+        ("operating.md", "`FACECROP_INFER_TIMEOUT_S` ({} s)", round(settings.infer_timeout_s)),
+        ("operating.md", "`FACECROP_REQUEST_TIMEOUT_S` ({} s)", round(settings.request_timeout_s)),
+    ]
+
+
+@pytest.mark.parametrize("page,phrase,value", stated_facts())
+def test_a_fact_the_docs_state_is_the_codes(page, phrase, value):
+    """Facts written in prose, where a table cannot carry them: the page says the code's value."""
+    assert phrase.format(value) in (DOCS / page).read_text(), f"docs/{page} no longer says {phrase.format(value)!r}"
+
+
+def test_the_fusion_rule_the_docs_state_is_the_codes():
+    from gateway.detection.fusion import either
+
+    assert "the chance that either model is right, 1 - (1 - a)(1 - b)" in (DOCS / "detectors.md").read_text()
+    assert either(np.array([0.5, 0.9]), np.array([0.5, 0.2])).tolist() == pytest.approx([0.75, 0.92])
