@@ -112,3 +112,31 @@ def test_shown_takes_numpy_figures():
     import numpy as np
 
     assert shown(np.float64(-0.0041), 0, 3) == "-0.004" and shown(np.float32(149.6), 150, 0) == "149.6"
+
+
+def test_the_video_verdicts_are_judged_on_the_worst_clip():
+    """Over several clips each verdict takes its worst one (least faces hidden over deface, the
+    slowest, the largest area), named in the figure: one bad clip among good ones is not met."""
+    from bench.verdicts import RECORDED
+    from bench.video import judge
+
+    def judged(rows: list) -> dict:
+        start = len(RECORDED)
+        judge(rows, "video defaults", gain=0.03, rate=1.5, area=1.5)
+        verdicts = dict(zip(("gain", "rate", "area"), RECORDED[start:], strict=True))
+        del RECORDED[start:]
+        return verdicts
+
+    good = [("festival", 1.6, 0.10, 1.1), ("masks", 1.7, 0.05, 1.2)]
+    verdicts = judged(good)
+    assert all(v.met for v in verdicts.values())
+    assert [v.figure for v in verdicts.values()] == [
+        "worst +0.050 (masks)",
+        "slowest 1.60x (festival)",
+        "largest 1.20x (masks)",
+    ]
+    bad = {"gain": ("meeting", 1.8, 0.02, 1.0), "rate": ("meeting", 1.4, 0.2, 1.0), "area": ("meeting", 1.8, 0.2, 1.6)}
+    for broken, row in bad.items():
+        verdicts = judged([*good, row])
+        assert not verdicts[broken].met and "(meeting)" in verdicts[broken].figure, verdicts[broken]
+        assert all(v.met for name, v in verdicts.items() if name != broken)

@@ -6,17 +6,21 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
+from dataclasses import replace
 
+import numpy as np
 import pytest
 from PIL import Image
 
 from evaluation.images import astronaut, encoded
 from gateway.app import create_app
 from gateway.config import Settings
+from gateway.decode import ImageHeader
 from gateway.detection.detectors import serve
 from gateway.errors import ProcessingTimeout
 from gateway.processing.answer import process
-from gateway.request import crop_request, detect_request
+from gateway.processing.steps import SAMPLED_FRAMES, animation_format, spread
+from gateway.request import Output, crop_request, detect_request
 from gateway.timing import Deadline
 from gateway.url.options import parse_url_options
 from tests.support import NoFacesModel
@@ -100,3 +104,27 @@ def test_a_request_past_its_deadline_is_answered_504_processing_timeout():
     response = client.post("/v1/crop", data={"image": (io.BytesIO(encoded(astronaut(), "JPEG")), "a.jpg")})
     assert response.status_code == 504, response.get_data(as_text=True)
     assert response.get_json()["error"]["code"] == "processing_timeout"
+
+
+def test_an_animations_faces_are_looked_for_in_frames_spread_from_the_first_to_the_last():
+    frames = [np.full((1, 1, 3), i, np.uint8) for i in range(10)]
+    assert [int(frame[0, 0, 0]) for frame in spread(frames, SAMPLED_FRAMES)] == [0, 3, 6, 9]
+    assert spread(frames[:3], SAMPLED_FRAMES) == frames[:3]  # fewer: every one
+
+
+@pytest.mark.parametrize(
+    "output,expected",
+    [
+        (Output(animated=True), "gif"),  # the source's own
+        (Output(format="json", animated=True), "json"),
+        (Output(format="webp", animated=True), "webp"),
+        (Output(format="avif", animated=True, negotiated=True), "webp"),  # format=auto, the browser takes AVIF
+        (Output(format="jpeg", animated=True, negotiated=True), "gif"),  # format=auto, neither AVIF nor WebP
+        (Output(format="jpeg", animated=True), None),  # asked for a JPEG: its first frame
+        (Output(format="webp", animated=False), None),  # anim=false
+    ],
+)
+def test_how_an_animation_goes_out(output, expected):
+    gif = ImageHeader("GIF", 64, 64, 1, animated=True, frames=3)
+    assert animation_format(gif, output) == expected
+    assert animation_format(replace(gif, animated=False, frames=1), output) is None  # a still

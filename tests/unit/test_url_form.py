@@ -20,12 +20,13 @@ from facecrop_client import image_url
 from gateway.app import create_app
 from gateway.config import Settings
 from gateway.encode import output_format
-from gateway.errors import InvalidParameter, OriginError, OriginTimeout, SourceNotAllowed
+from gateway.errors import InvalidParameter, InvalidSignature, OriginError, OriginTimeout, SourceNotAllowed
 from gateway.request import anonymize_request
 from gateway.url.admission import FetchAdmission
 from gateway.url.caching import cache_control, conditions, negotiate
-from gateway.url.fetch import Fetcher, is_public
+from gateway.url.fetch import AddressRefused, Fetcher, first_address, is_public
 from gateway.url.options import UNSUPPORTED, parse_url_options
+from gateway.url.signing import signature, unsigned_path
 from gateway.url.sources import Source, resolve_source
 from tests.support import NoFacesModel, url_client, url_get
 
@@ -570,3 +571,38 @@ def test_an_animations_output_over_the_pixel_limit_is_refused_as_a_stills_is(ori
     for source in ("moving.gif", "wide.png"):
         response = url_get(client, f"width=12000,height=12000,fit=cover/{source}")
         assert response.status_code == 400 and response.json["error"]["code"] == "output_too_large", source
+
+
+@pytest.mark.parametrize("raw", ["//team/a.jpg", "///team/a.jpg", "/team/a.jpg"])
+def test_leading_slashes_stay_on_the_http_origins_host_and_path(raw):
+    """`//team/a.jpg` is a path on the origin, never a host (a URL join would read it as one)."""
+    source = resolve_source(raw, "", "https://cdn.example.com/images/", ())
+    assert source == Source(url="https://cdn.example.com/images/team/a.jpg", origin="https://cdn.example.com")
+
+
+def test_a_signature_covers_the_source_as_sent_percent_encoded():
+    """The signature is over the path as it is in the URL: a source sent percent-encoded is signed so
+    (the client signs what it sends); its decoded form, or another encoding, does not match."""
+    key, salt = b"k" * 16, b"s"
+    sent = "/width=64/team%2Fa%20b.jpg"
+    signed = f"/{signature(key, salt, sent)}{sent}"
+    assert unsigned_path(signed, "", key, salt) == sent
+    for other in ("/width=64/team/a b.jpg", "/width=64/team%2fa%20b.jpg", "/width=64/team/a%20b.jpg"):
+        with pytest.raises(InvalidSignature):
+            unsigned_path(f"/{signature(key, salt, sent)}{other}", "", key, salt)
+
+
+def test_a_name_with_several_addresses_connects_to_a_public_one_or_none():
+    """getaddrinfo's answers in order: the first public one is connected to (never a private one
+    listed before it); where every one is private, none is, unless private sources are allowed."""
+
+    def answers(*addresses: str) -> list:
+        return [
+            (socket.AF_INET6 if ":" in a else socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, 443)) for a in addresses
+        ]
+
+    assert first_address(answers("10.0.0.5", "93.184.216.34", "127.0.0.1"), public_only=True) == "93.184.216.34"
+    assert first_address(answers("fd00::1", "2606:2800:220:1::1"), public_only=True) == "2606:2800:220:1::1"
+    with pytest.raises(AddressRefused):
+        first_address(answers("10.0.0.5", "127.0.0.2", "::ffff:192.168.0.1"), public_only=True)
+    assert first_address(answers("10.0.0.5", "93.184.216.34"), public_only=False) == "10.0.0.5"

@@ -16,6 +16,7 @@ from PIL import Image
 from evaluation.images import astronaut, encoded
 from facecrop_client import image_url
 from gateway.url.options import parse_url_options
+from gateway.url.views import redirect_target
 from tests.support import url_client, url_get
 
 KEY, SALT = "736563726574", "73616c74"
@@ -237,6 +238,32 @@ def test_onerror_redirect_sends_a_relative_source_to_its_path_on_this_host(origi
     answer = url_get(client, "width=64,onerror=redirect/missing/photo.png?v=2")
     assert answer.status_code == 302 and answer.headers["Location"] == "/missing/photo.png?v=2"
     assert url_get(client, "width=64/missing/photo.png").status_code == 404
+
+
+def test_onerror_redirect_never_sends_the_browser_to_a_source_that_is_not_allowed(originals):
+    """An absolute source outside FACECROP_ALLOWED_SOURCES is refused (403) without a redirect: the
+    redirect would be an open one. Under an allowed prefix, its own URL is where the browser goes."""
+    client = url_client(originals, allowed_sources=("https://images.example.com/",))
+    refused = url_get(client, "width=64,onerror=redirect/https://elsewhere.example.net/photo.png")
+    assert refused.status_code == 403 and "Location" not in refused.headers
+    assert refused.json["error"]["code"] == "source_not_allowed"
+    with client.application.test_request_context():
+        assert (
+            redirect_target("https://images.example.com/a/photo.png", "v=1")
+            == "https://images.example.com/a/photo.png?v=1"
+        )
+        assert redirect_target("https://elsewhere.example.net/photo.png", "") is None
+        assert redirect_target("//elsewhere.example.net/photo.png", "") == "/elsewhere.example.net/photo.png"
+
+
+def test_the_etag_changes_with_the_models_served(originals):
+    """An ETag is bound to the served models' names: a model swapped under another name is another
+    answer; the same models give the same tag."""
+    path = "width=64,height=64,fit=cover,gravity=face/photo.png"
+    tag = url_get(url_client(originals, etag_secret=b"e" * 16), path).headers["ETag"]
+    assert url_get(url_client(originals, etag_secret=b"e" * 16), path).headers["ETag"] == tag
+    renamed = url_client(originals, etag_secret=b"e" * 16, model_names={"yunet_n_uint8": "my_yunet"})
+    assert url_get(renamed, path).headers["ETag"] != tag
 
 
 @pytest.mark.parametrize(

@@ -44,3 +44,20 @@ def test_the_default_job_sends_every_second_frame_with_detail_auto():
     assert all("detail" not in fast.params_for(i) for i in range(5))
     given = VideoJob(Path("in.mp4"), Path("out.mp4"), params={"detail": "high"})
     assert all(given.params_for(i)["detail"] == "high" for i in range(5))
+
+
+def test_a_face_is_placed_by_how_far_each_sighting_is():
+    """Seen two frames before and one after: two thirds of the way from the earlier sighting (the
+    frames before come oldest first; the nearest sighting on each side counts)."""
+    empty = np.zeros((0, 5))
+
+    def face(x: float) -> np.ndarray:
+        return np.array([box(x, 50, side=80)])  # 30 px apart: one face (centres within half a side)
+
+    after = [face(120), empty]  # frames +1 and +2
+    [found] = held([face(90), empty], empty, after)  # seen at -2 and +1
+    np.testing.assert_allclose(found, face(110)[0])
+    [found] = held([face(80), face(90)], empty, after)  # seen at -2 and -1: the nearer, -1, counts
+    np.testing.assert_allclose(found, face(105)[0])
+    [found] = held([empty, face(90)], empty, [empty, face(120)])  # -1 and +2: one frame of three
+    np.testing.assert_allclose(found, face(100)[0])
