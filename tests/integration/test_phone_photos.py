@@ -69,3 +69,20 @@ def test_crops_of_a_12_mp_photo_have_the_pixels_of_a_full_decode(stack, params):
     assert np.abs(output - full).mean() < 2.5
     if size[0] > region[2] / 2:  # the output needs more than a 1/2 decode: it must have come from full size
         assert np.abs(output - full).mean() < 0.5 * np.abs(soft.astype(int) - full).mean()
+
+
+@pytest.mark.parametrize("orientation", [6, 8])
+def test_the_tiled_pass_finds_the_upright_photos_faces_in_an_exif_rotated_one(stack, orientation):
+    """detail=high on a 12 MP photo stored on its side: the faces of the same photo stored upright
+    (turned by Pillow), at the same places, the tiled pass having run on both."""
+    upright = encoded(upright_phone_photo(), "JPEG", quality=90)
+    params = {"max_faces": "1000", "detail": "high"}
+    reference = post(stack, "detect", upright, params)
+    rotated = post(stack, "detect", stored_with_orientation(orientation), params)
+    assert reference.headers["X-Passes"] == rotated.headers["X-Passes"] == "standard, tiled"
+    expected, found = reference.json()["faces"], rotated.json()["faces"]
+    assert abs(len(found) - len(expected)) <= max(2, 0.05 * len(expected)), (len(found), len(expected))
+    matched = sum(
+        max((iou(rectangle(face), rectangle(other)) for other in found), default=0) > 0.7 for face in expected
+    )
+    assert matched >= 0.95 * len(expected), (matched, len(expected))
