@@ -85,6 +85,19 @@ def detail(gray: np.ndarray) -> float:
     return float(cv2.Laplacian(gray, cv2.CV_64F).var()) if gray.size else 0.0
 
 
+def detail_kept(before: np.ndarray, after: np.ndarray, box: tuple[int, int, int, int]) -> float:
+    """The share of the detail of the inner INNER of `box` (x, y, w, h) that `after` kept of
+    `before` (grey or RGB pictures of one size): below DETAIL_KEPT, the face there is hidden."""
+    x, y, w, h = box
+    dx, dy = round(w * (1 - INNER) / 2), round(h * (1 - INNER) / 2)
+
+    def inner(picture: np.ndarray) -> np.ndarray:
+        grey = picture if picture.ndim == 2 else cv2.cvtColor(picture, cv2.COLOR_RGB2GRAY)
+        return grey[y + dy : y + h - dy, x + dx : x + w - dx]
+
+    return detail(inner(after)) / max(detail(inner(before)), 1e-9)
+
+
 @dataclass(frozen=True)
 class VideoHiding:
     hidden: int  # face-frames hidden

@@ -9,6 +9,7 @@ import zlib
 from functools import cache
 from pathlib import Path
 
+import numpy as np
 from PIL import Image
 
 from local_triton.processes import SHARED_FACES
@@ -76,3 +77,29 @@ def astronauts_moved() -> dict[str, bytes]:
         for shift in (0, 3, 7):
             pictures[f"astronaut-{scale}-{shift}.jpg"] = encoded(resized.crop((shift, shift, side, side)), "JPEG")
     return pictures
+
+
+MOVING_FACE_SIZE = (360, 300)
+MOVING_FACE_SHIFTS = ((20, 30), (70, 40), (120, 60), (170, 90), (150, 130), (60, 120))  # the face's corner per frame
+
+
+def moving_face_frames() -> tuple[list[Image.Image], list[tuple[int, int, int, int]]]:
+    """Six frames of a textured ground with the astronaut's head moving across it, and where her
+    face is in each (x, y, w, h): an animation whose every frame hides its own face."""
+    rng = np.random.default_rng(3)
+    noise = rng.integers(60, 200, (MOVING_FACE_SIZE[1] // 12, MOVING_FACE_SIZE[0] // 12, 3), dtype=np.uint8)
+    ground = np.asarray(Image.fromarray(noise).resize(MOVING_FACE_SIZE, Image.Resampling.BICUBIC))  # soft blotches
+    head = astronaut().crop((140, 20, 310, 200))  # 170 x 180, the face inside at (38, 36)
+    frames, faces = [], []
+    for x, y in MOVING_FACE_SHIFTS:
+        frame = Image.fromarray(ground)
+        frame.paste(head, (x, y))
+        frames.append(frame)
+        faces.append((x + ASTRONAUT_FACE[0] - 140, y + ASTRONAUT_FACE[1] - 20, ASTRONAUT_FACE[2], ASTRONAUT_FACE[3]))
+    return frames, faces
+
+
+def moving_face_animation() -> bytes:
+    """`moving_face_frames` as a lossless animated WebP (100 ms a frame)."""
+    frames, _ = moving_face_frames()
+    return encoded(frames[0], "WEBP", save_all=True, append_images=frames[1:], duration=100, loop=0, lossless=True)

@@ -24,7 +24,8 @@ from evaluation.images import (
     photo,
     png_declaring,
 )
-from tests.support import error_of, faces_and_implausible, rectangles, regions_of
+from gateway.params import DETECT, default
+from tests.support import error_of, faces_and_implausible, rectangle, rectangles, regions_of
 
 # At the endpoint's defaults, faces hidden within 0.015 of what they measure (0.963 / 0.902 /
 # 0.958 / 1.000, both models fused, `python -m bench.anonymize`, 2026-11-25), and at least
@@ -177,3 +178,18 @@ def test_preset_fast_is_one_word_away_and_given_parameters_still_apply(stack):
     assert wider.headers["X-Face-Count"] == fast.headers["X-Face-Count"]
     areas = [sum((x2 - x1) * (y2 - y1) for x1, y1, x2, y2 in regions_of(r.json())) for r in (fast, wider)]
     assert areas[1] > 1.5 * areas[0]  # margin 2 given, not the preset's 1.3
+
+
+def test_the_json_lists_every_face_a_crowd_has_hidden_not_max_faces_of_them(stack):
+    """The largest labeled crowd: hundreds of faces hidden, every one listed with its region (not
+    the first max_faces, /v1/detect's 100), each region around its face, and the count the same."""
+    images, truths = labeled_set("wider_val_native")
+    crowd = max(truths, key=lambda truth: len(truth["boxes"]))
+    response = anonymize(stack, (images / crowd["image"]).read_bytes(), {"format": "json"})
+    body = response.json()
+    count = int(response.headers["X-Face-Count"])
+    assert count > default(DETECT, "max_faces") and len(body["faces"]) == len(body["regions"]) == count
+    assert count >= 0.3 * len(crowd["boxes"])  # the crowd's faces, not a handful
+    for face, (x1, y1, x2, y2) in zip(body["faces"], regions_of(body), strict=True):  # in one order
+        x, y, w, h = rectangle(face)
+        assert x1 <= x + w / 2 <= x2 and y1 <= y + h / 2 <= y2

@@ -18,8 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import requests
-from PIL import Image
+from PIL import Image, ImageSequence
 
+from evaluation.hidden import DETAIL_KEPT, detail_kept
 from evaluation.images import (
     ASTRONAUT,
     ASTRONAUT_FACE,
@@ -27,6 +28,8 @@ from evaluation.images import (
     STADIUM,
     UNSURE_AND_LARGE,
     astronauts_moved,
+    moving_face_animation,
+    moving_face_frames,
     photo,
     png_declaring,
 )
@@ -37,7 +40,7 @@ from gateway.config import Settings
 from gateway.url.caching import EtagSealer, describe
 from gateway.url.options import parse_url_options
 from local_triton.processes import child_pids, free_port, running_gateway
-from tests.support import faces_and_implausible, holds_every_face, rectangles, regions_of
+from tests.support import faces_and_implausible, holds_every_face, rectangle, rectangles, regions_of
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]  # where code blocks are quoted from
@@ -64,6 +67,7 @@ def originals(tmp_path_factory) -> Path:
     (root / "bomb.png").write_bytes(png_declaring(100_000, 100_000))
     for name, data in astronauts_moved().items():
         (root / name).write_bytes(data)
+    (root / "moving.webp").write_bytes(moving_face_animation())
     return root
 
 
@@ -516,3 +520,72 @@ def test_the_readme_quick_start_frames_the_face(stack, scratch, tmp_path):
     # zoom=0.5: the face box about half of each side (YuNet's box, hairline to chin, 124 px high:
     # 0.18 of the crop is the labelled 93x123 box); a shrunk photo would be 0.04
     assert fw * fh / (width * height) >= 0.15, "the face fills the crop, not a shrunk photo"
+
+
+T = Image.Transpose
+# Cloudflare's order, trim, flip, then rotate (clockwise), written with Pillow: (options, Pillow's steps)
+TURNS = {
+    "flip=hv": (T.FLIP_LEFT_RIGHT, T.FLIP_TOP_BOTTOM),
+    "trim.left=20,flip=h,rotate=90": ((20, 0, 0, 0), T.FLIP_LEFT_RIGHT, T.ROTATE_270),
+    "trim.top=16,rotate=270": ((0, 16, 0, 0), T.ROTATE_90),
+}
+
+
+def turned(picture: Image.Image, steps: tuple) -> Image.Image:
+    for step in steps:
+        if isinstance(step, tuple):  # trim: left, top, right, bottom
+            left, top, right, bottom = step
+            picture = picture.crop((left, top, picture.width - right, picture.height - bottom))
+        else:
+            picture = picture.transpose(step)
+    return picture
+
+
+@pytest.mark.parametrize("options", sorted(TURNS))
+def test_each_frame_of_an_animation_hides_its_own_face_where_it_lands_when_turned(public, options):
+    """An animation whose face moves, trimmed, flipped and rotated: in every output frame the face
+    is hidden where Pillow's trim and transposes put it (its detail gone), and the picture away from
+    it is Pillow's turned frame."""
+    frames, faces = moving_face_frames()
+    answer = get(public.url, f"{options},anonymize=blur,format=webp,quality=100/moving.webp")
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["X-Frames"] == str(len(frames))
+    with Image.open(io.BytesIO(answer.content)) as image:
+        got = [np.asarray(frame.convert("RGB")) for frame in ImageSequence.Iterator(image)]
+    assert len(got) == len(frames)
+    for index, (frame, (x, y, w, h), out) in enumerate(zip(frames, faces, got, strict=True)):
+        mask = Image.new("L", frame.size)
+        mask.paste(255, (x, y, x + w, y + h))
+        expected = np.asarray(turned(frame, TURNS[options]))
+        x1, y1, x2, y2 = turned(mask, TURNS[options]).getbbox()
+        assert out.shape == expected.shape, (index, out.shape, expected.shape)
+        assert detail_kept(expected, out, (x1, y1, x2 - x1, y2 - y1)) < DETAIL_KEPT, (options, index)
+        away = np.ones(out.shape[:2], bool)
+        away[max(0, y1 - (y2 - y1)) : y2 + (y2 - y1), max(0, x1 - (x2 - x1)) : x2 + (x2 - x1)] = False
+        assert np.abs(out.astype(int) - expected)[away].mean() < 6, (options, index)
+
+
+def test_the_url_forms_anonymize_hides_each_face_where_it_lands_in_a_cropped_window(stack, public):
+    """A crop of the crowd with its faces hidden: every sure face /v1/detect finds inside the window
+    is hidden at its place in the output (the window's offset and scale applied), judged by its
+    detail against the same crop unhidden."""
+    options = "width=400,height=300,fit=cover,gravity=0.7x0.5,f=png"
+    plain, hidden = get(public.url, f"{options}/crowd.jpg"), get(public.url, f"{options},anonymize=blur/crowd.jpg")
+    assert plain.status_code == hidden.status_code == 200, hidden.text
+    x0, y0, width, height = (int(v) for v in hidden.headers["X-Crop-Rect"].split(","))
+    assert x0 > 0 or y0 > 0  # a window away from the corner: an offset to get wrong
+    scale = 400 / width, 300 / height
+    before = np.asarray(Image.open(io.BytesIO(plain.content)).convert("RGB"))
+    after = np.asarray(Image.open(io.BytesIO(hidden.content)).convert("RGB"))
+    faces = requests.post(f"{stack.gateway}/v1/detect", files={"image": photo(CROWD).read_bytes()}, timeout=60)
+    judged = 0
+    for face in faces.json()["faces"]:
+        x, y, w, h = rectangle(face)
+        if face["confidence"] < 80 or x < x0 or y < y0 or x + w > x0 + width or y + h > y0 + height:
+            continue
+        box = (round((x - x0) * scale[0]), round((y - y0) * scale[1]), round(w * scale[0]), round(h * scale[1]))
+        if min(box[2:]) < 16:
+            continue
+        assert detail_kept(before, after, box) < DETAIL_KEPT, (face, box)
+        judged += 1
+    assert judged >= 3
