@@ -15,7 +15,7 @@ PROFILES := build/.icc-profiles
 # exact tree of tests/frontend/package-lock.json; Debian's Node.js and npm where there is no node).
 FRONTEND := tests/frontend/node_modules/.package-lock.json
 
-.PHONY: serve stop test lint docs bench profile soak model venv clean gpu-check up-cpu down-cpu
+.PHONY: serve stop test lint docs bench profile soak mutate model venv clean gpu-check up-cpu down-cpu
 
 # The virtual environment, from the exact pins in the lock files (no resolution at install).
 $(VENV)/.installed: requirements-dev.lock gateway/requirements.lock hiding/pyproject.toml client/pyproject.toml
@@ -91,6 +91,12 @@ docs: $(VENV)/.installed
 bench: $(MODEL) $(JEMALLOC) $(PROFILES)
 	$(PY) -m bench --results build/bench-results.md $(BENCH_ARGS)
 
+# Mutation testing of the modules that decide what a user gets (pyproject.toml's [tool.mutmut]): the
+# score per module against bench/mutants.toml's equivalents; not part of `make test` (about an hour
+# here for every module; mutmut reruns only what changed). `make mutate MODULE=gateway/url/signing.py`.
+mutate: $(MODEL)
+	$(PY) -m bench.mutate $(MODULE)
+
 # Where the gateway's CPU goes, per photo class (py-spy): collapsed stacks in build/profile/, top functions printed.
 profile: $(MODEL)
 	$(PY) -m bench.profile
@@ -115,4 +121,4 @@ down-cpu:
 	$(PYTHON) -m local_triton.compose down
 
 clean:
-	rm -rf $(VENV) build model_repository/*/1 tests/frontend/node_modules
+	rm -rf $(VENV) build mutants model_repository/*/1 tests/frontend/node_modules

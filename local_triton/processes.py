@@ -31,7 +31,9 @@ from local_triton.render import render_repository
 
 PRODUCTION_REPOSITORY = PROJECT_ROOT / "model_repository"
 LOG_DIR = BUILD_DIR / "logs"
-SHARED_FACES = PROJECT_ROOT.parent / "shared" / "faces"  # the shared photos, beside the checkout
+# The shared photos and models, beside the checkout (FACECROP_SHARED: elsewhere, e.g. for a copy of the tree)
+SHARED = Path(os.environ.get("FACECROP_SHARED") or PROJECT_ROOT.parent / "shared")
+SHARED_FACES = SHARED / "faces"
 COMPOSE_FILE = PROJECT_ROOT / "docker-compose.yml"
 LOCAL_ONLY_FLAGS = ("--model-repository=",)  # set by server_command to the rendering
 

@@ -606,3 +606,35 @@ def test_a_name_with_several_addresses_connects_to_a_public_one_or_none():
     with pytest.raises(AddressRefused):
         first_address(answers("10.0.0.5", "127.0.0.2", "::ffff:192.168.0.1"), public_only=True)
     assert first_address(answers("10.0.0.5", "93.184.216.34"), public_only=False) == "10.0.0.5"
+
+
+def signed_with(first: str) -> str:
+    """A path the client signs (facecrop_client.image_url) with a signature that starts with `first`:
+    a character a strip of the path could eat. (A signature's last character carries 4 bits of the
+    32 bytes: one of 16, never X, - or _.)"""
+    key, salt = b"k" * 16, b"s"
+    for width in range(1, 100_000):
+        url = image_url("", "team/a.jpg", key=key.hex(), salt=salt.hex(), width=width)
+        signature_part = url.removeprefix("/cdn-cgi/image/").split("/")[0]
+        if signature_part.startswith(first):
+            return url.removeprefix("/cdn-cgi/image")
+    raise AssertionError("no such signature")
+
+
+@pytest.mark.parametrize("first", ["X", "-", "_"])
+def test_every_signature_the_client_makes_is_accepted_whatever_its_first_character(first):
+    tail = signed_with(first)
+    assert unsigned_path(tail, "", b"k" * 16, b"s") == "/" + tail.lstrip("/").partition("/")[2]
+
+
+def test_a_refused_signature_says_why():
+    """The two refusals' messages: what the URL form with a signature looks like, or that it does not
+    match (a client reads them to fix the URL)."""
+    key, salt = b"k" * 16, b"s"
+    for tail in ("/width=64/team/a.jpg", "/c2lnbmF0dXJl"):  # options without a signature; a signature alone
+        with pytest.raises(InvalidSignature) as unsigned:
+            unsigned_path(tail, "", key, salt)
+        assert str(unsigned.value) == "this service needs signed URLs: /cdn-cgi/image/<signature>/<options>/<source>"
+    with pytest.raises(InvalidSignature) as wrong:
+        unsigned_path("/c2lnbmF0dXJl/width=64/team/a.jpg", "", key, salt)
+    assert str(wrong.value) == "the URL's signature does not match its options and source"

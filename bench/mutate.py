@@ -1,0 +1,122 @@
+"""`make mutate`: mutation testing of the modules that decide what a user gets (pyproject.toml's
+[tool.mutmut] `only_mutate`), with mutmut: each mutant is judged by the fast tests that cover its
+function (`pytest -m "not integration" tests/unit tests/client`, mutmut picks them per function).
+Per module it prints the mutants killed, those that survived, and the score: killed / (all checked
+less those bench/mutants.toml lists as equivalent, each with why); a survivor it does not list is a
+test to write. `make mutate MODULE=gateway/url/signing.py` (a file or a folder) runs one module.
+
+mutmut keeps its results in mutants/ and runs again only what changed since; `--fresh` starts over.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import tomllib
+
+from local_triton.processes import SHARED
+
+ROOT = Path(__file__).resolve().parent.parent
+MUTANTS = ROOT / "mutants"
+EQUIVALENT = Path(__file__).resolve().parent / "mutants.toml"
+TARGET = 0.9  # the share of non-equivalent mutants each module's tests kill (issue #53)
+# mutmut's exit codes (mutmut/stats.py): 1 and 3 kill a mutant, 0 lets it survive
+STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 36: "timeout", None: "not checked"}
+
+
+def mutant_prefix(module: str) -> str:
+    """mutmut's name prefix for a module path (a file or a folder): gateway/url/signing.py ->
+    gateway.url.signing."""
+    return module.removesuffix(".py").strip("/").replace("/", ".") + "."
+
+
+def module_of(mutant: str) -> str:
+    """The module a mutant's name belongs to: the part before its function (x_...) or class (xǁ...)."""
+    return mutant.split(".x_")[0].split(".xǁ")[0]
+
+
+def run_mutmut(modules: list[str]) -> None:
+    """mutmut on `modules` (all of only_mutate where empty), from the repository's root, with the
+    shared photos where the tests find them and the mutated hiding and client packages ahead of
+    their editable installs."""
+    env = dict(os.environ)
+    env["FACECROP_SHARED"] = str(SHARED)
+    env["PYTHONPATH"] = os.pathsep.join(str(MUTANTS / folder) for folder in ("hiding", "client"))
+    patterns = [mutant_prefix(module) + "*" for module in modules]
+    mutmut = Path(sys.executable).parent / "mutmut"
+    subprocess.run([str(mutmut), "run", *patterns], cwd=ROOT, env=env, check=False)
+
+
+def statuses() -> dict[str, str]:
+    """Every mutant's status, from mutmut's results beside the mutated files."""
+    found = {}
+    for meta in MUTANTS.rglob("*.py.meta"):
+        for name, code in json.loads(meta.read_text()).get("exit_code_by_key", {}).items():
+            found[name] = STATUS.get(code, "suspicious")
+    return found
+
+
+def equivalents() -> dict[str, str]:
+    """The surviving mutants that change no answer, each with why (bench/mutants.toml)."""
+    return tomllib.loads(EQUIVALENT.read_text()).get("equivalent", {}) if EQUIVALENT.is_file() else {}
+
+
+def report(found: dict[str, str], modules: list[str], known: dict[str, str]) -> tuple[list[str], bool]:
+    """The per-module table (markdown) and whether every module reaches TARGET."""
+    lines = [
+        "| module | mutants | killed | survived | equivalent | other | score |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    every = True
+    by_module: dict[str, Counter] = {}
+    for name, status in found.items():
+        if modules and not any(name.startswith(mutant_prefix(m)) for m in modules):
+            continue
+        if status == "survived" and name in known:
+            status = "equivalent"
+        by_module.setdefault(module_of(name), Counter())[status] += 1
+    for module, counts in sorted(by_module.items()):
+        judged = counts["killed"] + counts["survived"]
+        score = counts["killed"] / judged if judged else 1.0
+        every &= score >= TARGET
+        other = sum(counts.values()) - judged - counts["equivalent"]
+        lines.append(
+            f"| {module} | {sum(counts.values())} | {counts['killed']} | {counts['survived']} "
+            f"| {counts['equivalent']} | {other} | {score:.1%}{'' if score >= TARGET else ' **below 90 %**'} |"
+        )
+    return lines, every
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("modules", nargs="*", help="files or folders to mutate (default: every one configured)")
+    parser.add_argument("--fresh", action="store_true", help="forget mutmut's earlier results")
+    parser.add_argument("--survivors", action="store_true", help="list the survivors not known to be equivalent")
+    parser.add_argument("--results", type=Path, default=ROOT / "build" / "mutate.md", help="the table, as markdown")
+    args = parser.parse_args()
+    if args.fresh:
+        shutil.rmtree(MUTANTS, ignore_errors=True)
+    run_mutmut(args.modules)
+    found, known = statuses(), equivalents()
+    lines, every = report(found, args.modules, known)
+    stale = sorted(name for name in known if found.get(name) not in (None, "survived"))
+    if stale:
+        lines.append(f"\nListed as equivalent but no longer surviving (remove from bench/mutants.toml): {stale}")
+    survivors = sorted(name for name, status in found.items() if status == "survived" and name not in known)
+    if args.survivors:
+        lines += ["", "Survivors:", *survivors]
+    print("\n".join(lines))
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    args.results.write_text("\n".join(lines) + "\n")
+    sys.exit(0 if every else 1)
+
+
+if __name__ == "__main__":
+    main()
