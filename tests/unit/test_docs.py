@@ -82,6 +82,7 @@ def stated_facts() -> list[tuple[str, str, object]]:
     from gateway.detection.fusion import MATCH_IOU
     from gateway.detection.postprocess import NMS_IOU_THRESHOLD
     from gateway.detection.preprocess import TILE_MIN_OVERLAP
+    from gateway.imaging.animation import MAX_ANIMATION_PIXELS
     from gateway.params import MAX_CROP_SIDE
     from gateway.pipeline import AUTO_MIN_SCORE, AUTO_SMALL_FACE, FAST_SIZE
 
@@ -102,6 +103,15 @@ def stated_facts() -> list[tuple[str, str, object]]:
         ("operating.md", "`FACECROP_MAX_IN_FLIGHT` ({})", settings.max_in_flight),
         ("operating.md", "`FACECROP_INFER_TIMEOUT_S` ({} s)", round(settings.infer_timeout_s)),
         ("operating.md", "`FACECROP_REQUEST_TIMEOUT_S` ({} s)", round(settings.request_timeout_s)),
+        ("operating.md", "its output is at most {0}x{0}", MAX_CROP_SIDE),
+        ("operating.md", "up to {:,} px a side", MAX_SIDE),
+        ("formats.md", "Cloudflare's limits: {:,} pixels a side", MAX_SIDE),
+        ("formats.md", "and {} megapixels (`FACECROP_MAX_PIXELS`)", settings.max_pixels // 10**6),
+        ("formats.md", "`FACECROP_MAX_ANIMATION_FRAMES` frames ({:,})", settings.max_animation_frames),
+        ("formats.md", "frames times area over {} megapixels", MAX_ANIMATION_PIXELS // 10**6),
+        ("api/url.md", "a\nsource has {} s to connect", round(settings.source_connect_timeout_s)),
+        ("api/url.md", "and {} s in all on the wall", round(settings.source_timeout_s)),
+        ("api/url.md", "`FACECROP_SOURCE_BREAKER_COOL_DOWN_S` ({} s)", round(settings.source_breaker_cool_down_s)),
     ]
 
 
