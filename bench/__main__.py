@@ -77,10 +77,10 @@ from gateway.config import Settings
 from gateway.decode import decode_image, read_header
 from gateway.detection import retinaface
 from gateway.detection.detectors import KINDS, serve
+from gateway.detection.passes import run_detection
 from gateway.detection.postprocess import detect_faces
 from gateway.detection.preprocess import to_model_input
 from gateway.params import DetectOptions
-from gateway.pipeline import run_detection
 from local_triton.processes import SHARED_FACES, Stack, child_pids, memory_mib, running_gateway, running_stack
 
 PAIRS = 3  # pairs of runs (in-process, then the service) behind each target ratio

@@ -21,8 +21,8 @@ import requests
 from bench.workload import report_command
 from evaluation.ap50 import average_precision
 from evaluation.images import labeled_set
+from gateway.detection.passes import AUTO_MIN_SCORE, AUTO_SMALL_FACE
 from gateway.detection.preprocess import scale_for, tiled_scale
-from gateway.pipeline import AUTO_MIN_SCORE, AUTO_SMALL_FACE
 from local_triton.processes import SHARED_FACES
 
 DETAILS = ("standard", "auto", "high")

@@ -40,9 +40,9 @@ from gateway.config import Settings
 from gateway.detection import fusion, yunet
 from gateway.detection.detections import Detections
 from gateway.detection.detectors import serve
+from gateway.detection.passes import run_detection
 from gateway.detection.postprocess import NMS_IOU_THRESHOLD, nms
 from gateway.params import DetectOptions
-from gateway.pipeline import run_detection
 from local_triton import BUILD_DIR
 
 SETS = ("wider_val_native", "wider_val_416sq", "facemask", "dlib_voc_faces")

@@ -59,8 +59,8 @@ VALUE_TYPES = frozenset(
         "StageTimer",
     ]
 )
-# The detection, one stage: its own orchestrator (pipeline.py) calls preprocess, Triton, decoders in turn.
-DETECTION = ("gateway.pipeline", "gateway.detection", "gateway.triton")
+# The detection, one stage: its entry point (detection/passes.py) calls preprocess, Triton, decoders in turn.
+DETECTION = ("gateway.detection", "gateway.triton")
 # What calls the stages in turn, of this tree and the one before #45 (answers.py, url/render.py).
 ORCHESTRATORS = (
     "gateway.app",

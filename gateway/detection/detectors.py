@@ -1,4 +1,5 @@
-"""The face models the gateway can run, each a wire format and a decoder, and those it serves."""
+"""The face models the gateway can run, each a wire format, a decoder and the passes it runs in (the
+policy), and those it serves. A model is its module (wire formats, decoder) and one line of KINDS."""
 
 from __future__ import annotations
 
@@ -20,11 +21,18 @@ class DetectorKind:
     name: str
     wire_formats: Mapping[str, WireFormat]
     candidates: Decoder  # candidates in model-input pixels, best first
+    details: frozenset[str]  # the `detail` levels whose first pass runs it
+    tiled: bool  # whether the tiled pass (detail=high, and auto where it tiles) runs it
 
 
+ALL = frozenset({"fast", "standard", "auto", "high"})
+# The policy, where served (docs/detectors.md, "Detectors"; chosen on every labeled set, each held
+# out in turn, by `python -m bench.detectors`): YuNet alone at detail=fast (640) finds twice
+# RetinaFace's crowd faces for the same CPU; from 1024 both run and are fused, each finding faces
+# the other misses (YuNet small ones in crowds, RetinaFace masked ones), in the tiled pass too.
 KINDS = {
-    "retinaface": DetectorKind("retinaface", retinaface.WIRE_FORMATS, retinaface.candidates),
-    "yunet": DetectorKind("yunet", yunet.WIRE_FORMATS, yunet.candidates),
+    "retinaface": DetectorKind("retinaface", retinaface.WIRE_FORMATS, retinaface.candidates, ALL - {"fast"}, True),
+    "yunet": DetectorKind("yunet", yunet.WIRE_FORMATS, yunet.candidates, ALL, True),
 }
 
 
@@ -47,11 +55,14 @@ class Detectors:
 
     served: tuple[Detector, ...]
 
-    def chosen(self, preferred: tuple[str, ...]) -> tuple[Detector, ...]:
-        """The served models among `preferred`; every served one where none of them is served
-        (an operator who runs one model gets it at every detail level)."""
-        picked = tuple(d for d in self.served if d.name in preferred)
-        return picked or self.served
+    def first_pass(self, detail: str) -> tuple[Detector, ...]:
+        """The served models the first pass at `detail` runs; every served one where the policy
+        names none of them (an operator who serves one model gets it at every detail level)."""
+        return tuple(d for d in self.served if detail in d.kind.details) or self.served
+
+    def tiled_pass(self) -> tuple[Detector, ...]:
+        """The served models the tiled pass runs (every served one where the policy names none)."""
+        return tuple(d for d in self.served if d.kind.tiled) or self.served
 
     def is_ready(self) -> bool:
         """Whether every served model can answer now."""

@@ -1,13 +1,13 @@
-"""Two models' faces as one list: each face both found, merged; each only one found, kept.
+"""The models' faces as one list: each face several models found, merged; each only one found, kept.
 
-Each model's faces arrive suppressed on their own (no two of one model overlap much). A face
-of one model and a face of the other are the same face where each is the other's best
-overlap, at least MATCH_IOU; the pair's box and landmarks are averaged with the scores as
-weights (weighted box fusion, Solovyev et al.), its score is the chance that either model is
-right, 1 - (1 - a)(1 - b): both scores are on one scale (YuNet's calibrated to RetinaFace's,
-gateway/detection/yunet.py), agreement ranks a face up, and no face scores less than its model
-gave it: at any min_confidence, fusing finds every face either model finds alone (docs/defaults.md,
-"Detectors"; chosen by `python -m bench.detectors`).
+Each model's faces arrive suppressed on their own (no two of one model overlap much). The models
+are taken in turn: a face of the next model and a face fused so far are the same face where each
+is the other's best overlap, at least MATCH_IOU; the merged box and landmarks are the average of
+every model's, weighted by their scores (weighted box fusion, Solovyev et al.), and its score is
+the chance that any of the models is right, 1 - (1 - a)(1 - b)...: the scores are on one scale
+(YuNet's calibrated to RetinaFace's, gateway/detection/yunet.py), agreement ranks a face up, and
+no face scores less than its model gave it: at any min_confidence, fusing finds every face any
+model finds alone (docs/defaults.md, "Detectors"; chosen by `python -m bench.detectors`).
 """
 
 from __future__ import annotations
@@ -45,12 +45,15 @@ def matches(a: Detections, b: Detections, min_iou: float) -> tuple[np.ndarray, n
 
 
 def fuse(per_model: dict[str, Detections]) -> Detections:
-    """The models' faces (each already suppressed) as one list, best first."""
+    """The models' faces (each already suppressed) as one list, best first: any number of models,
+    taken in their order."""
     parts = list(per_model.values())
     if len(parts) == 1:
         return parts[0]
-    first, second = parts
-    return fuse_pair(first, second, MATCH_IOU)
+    fused, weights = parts[0], parts[0].scores
+    for part in parts[1:]:
+        fused, weights = merged(fused, weights, part, MATCH_IOU, either)
+    return fused
 
 
 def either(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -61,15 +64,25 @@ def either(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def fuse_pair(a: Detections, b: Detections, match_iou: float, pair_score: PairScore = either) -> Detections:
     """Two models' faces as one list, best first: matched pairs merged (scored by `pair_score` of
     the two scores), the others kept."""
+    return merged(a, a.scores, b, match_iou, pair_score)[0]
+
+
+def merged(
+    a: Detections, weights: np.ndarray, b: Detections, match_iou: float, pair_score: PairScore
+) -> tuple[Detections, np.ndarray]:
+    """`a` (faces fused so far, each `weights` the sum of the scores averaged into it) and one more
+    model's faces `b` as one list, best first, and its weights: matched faces merged, the others kept."""
     in_a, in_b = matches(a, b, match_iou)
-    weights_a, weights_b = a.scores[in_a, None], b.scores[in_b, None]
+    weights_a, weights_b = weights[in_a, None], b.scores[in_b, None]
     total = np.maximum(weights_a + weights_b, 1e-9)
-    merged = Detections(
+    pairs = Detections(
         pair_score(a.scores[in_a], b.scores[in_b]),
         (a.boxes[in_a] * weights_a + b.boxes[in_b] * weights_b) / total,
         (a.landmarks[in_a] * weights_a[:, :, None] + b.landmarks[in_b] * weights_b[:, :, None]) / total[:, :, None],
     )
     only_a = np.setdiff1d(np.arange(len(a)), in_a)
     only_b = np.setdiff1d(np.arange(len(b)), in_b)
-    every = Detections.concatenate([merged, a[only_a], b[only_b]])
-    return every[np.argsort(-every.scores, kind="stable")]
+    every = Detections.concatenate([pairs, a[only_a], b[only_b]])
+    every_weight = np.concatenate([total[:, 0], weights[only_a], b.scores[only_b]])
+    order = np.argsort(-every.scores, kind="stable")
+    return every[order], every_weight[order]

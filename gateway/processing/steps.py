@@ -14,13 +14,13 @@ from facecrop_hiding import CONFIDENT
 from gateway.crop import CropPlan, Rect, plan_crop
 from gateway.decode import ImageHeader, decode_image
 from gateway.detection.detections import Detections
+from gateway.detection.passes import FAST_SIZE, detect_frames, first_pass, run_detection
 from gateway.detection.postprocess import finish
 from gateway.errors import OutputTooLarge
 from gateway.imaging.animation import check_cost, read_animation
 from gateway.imaging.geometry import border_rect, trim_rect, turn_detections, turn_pixels, turned_size
 from gateway.imaging.saliency import salient_focus
 from gateway.params import GRAVITIES, CropOptions, Gravity
-from gateway.pipeline import FAST_SIZE, detect_frames, first_pass, run_detection
 from gateway.processing.work import NO_BOXES, Focus, Work
 from gateway.request import Output
 

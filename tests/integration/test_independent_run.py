@@ -17,8 +17,8 @@ import pytest
 from PIL import Image, ImageOps
 from retinaface import detect_faces
 
+from gateway.detection.passes import FAST_SIZE
 from gateway.detection.yunet import calibrated
-from gateway.pipeline import FAST_SIZE
 from local_triton.processes import SHARED_FACES, running_gateway
 from tests.support import detect, iou, rectangle, stored_with_orientation
 

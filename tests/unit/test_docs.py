@@ -80,11 +80,11 @@ def stated_facts() -> list[tuple[str, str, object]]:
     from gateway.config import Settings
     from gateway.decode import MAX_SIDE
     from gateway.detection.fusion import MATCH_IOU
+    from gateway.detection.passes import AUTO_MIN_SCORE, AUTO_SMALL_FACE, FAST_SIZE
     from gateway.detection.postprocess import NMS_IOU_THRESHOLD
     from gateway.detection.preprocess import TILE_MIN_OVERLAP
     from gateway.imaging.animation import MAX_ANIMATION_PIXELS
     from gateway.params import MAX_CROP_SIDE
-    from gateway.pipeline import AUTO_MIN_SCORE, AUTO_SMALL_FACE, FAST_SIZE
 
     settings = Settings()
     return [

@@ -55,3 +55,22 @@ def test_yunet_scores_are_calibrated_onto_retinaface_s_scale_in_order():
     assert (np.diff(scaled) > 0).all()  # YuNet's own order is kept: no two raw scores tie
     # a clear face YuNet scores 0.89 (the astronaut) is as sure as RetinaFace's 0.998
     assert calibrated(np.array([0.89]))[0] > 0.99
+
+
+def test_three_models_fuse_into_one_face_each_averaged_over_every_model_that_found_it():
+    """A face all three found: its box the score-weighted mean of the three, its score the chance
+    that any is right; a face two found, merged the same way; one only one found, kept."""
+    a = faces([0.9, 0.5], [[0, 0, 10, 10], [100, 0, 110, 10]])
+    b = faces([0.6], [[1, 0, 11, 10]])
+    c = faces([0.5, 0.7, 0.8], [[3, 0, 13, 10], [101, 0, 111, 10], [300, 0, 320, 20]])
+    fused = fuse({"a": a, "b": b, "c": c})
+    assert len(fused) == 3
+    every = fused[np.argsort(fused.boxes[:, 0])]
+    np.testing.assert_allclose(every.boxes[0], [(0 * 0.9 + 1 * 0.6 + 3 * 0.5) / 2.0, 0, 10 + 2.1 / 2.0, 10], atol=1e-5)
+    assert every.scores[0] == np.float32(1 - 0.1 * 0.4 * 0.5)
+    np.testing.assert_allclose(every.boxes[1], [(100 * 0.5 + 101 * 0.7) / 1.2, 0, (110 * 0.5 + 111 * 0.7) / 1.2, 10])
+    assert every.scores[1] == np.float32(1 - 0.5 * 0.3) and every.scores[2] == np.float32(0.8)
+    assert fused.scores.tolist() == sorted(fused.scores.tolist(), reverse=True)
+    # two models fuse as they always did
+    pair = fuse_pair(a, b, 0.3)
+    np.testing.assert_array_equal(fuse({"a": a, "b": b}).boxes, pair.boxes)

@@ -5,7 +5,7 @@ import pytest
 
 from facecrop_hiding import Hiding, hidden_share, hide_faces, plausible
 from gateway.detection.detections import Detections
-from gateway.pipeline import AUTO_MIN_SCORE, AUTO_SMALL_FACE, needs_tiles
+from gateway.detection.passes import AUTO_MIN_SCORE, AUTO_SMALL_FACE, needs_tiles
 
 
 def boxes_of(sides: list[float]) -> np.ndarray:

@@ -9,8 +9,8 @@ from bench.onnx_model import OnnxModel
 from evaluation.images import photo
 from gateway.config import Settings
 from gateway.detection.detectors import KINDS, serve
+from gateway.detection.passes import run_detection
 from gateway.params import DetectOptions
-from gateway.pipeline import run_detection
 from local_triton.processes import PRODUCTION_REPOSITORY
 
 

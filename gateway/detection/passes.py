@@ -1,4 +1,6 @@
-"""The detection pipeline as one function: decode -> preprocess -> infer -> postprocess."""
+"""The detection's one door: faces from an upload's bytes (`run_detection`) or an animation's frames
+(`detect_frames`): decode -> preprocess -> infer (each pass's models, detectors.py's policy, in flight
+at once) -> postprocess -> fusion, in the upright picture's pixels."""
 
 from __future__ import annotations
 
@@ -51,17 +53,6 @@ AUTO_MIN_SCORE = 0.5
 # model's work.
 FAST_SIZE = 640
 MAX_BATCH = 16  # images in one call: the model's max_batch_size (model_repository/*/config.pbtxt)
-# The models each pass runs at each detail level, where served (docs/detectors.md, "Detectors"; chosen on
-# every labeled set, each held out in turn, by `python -m bench.detectors`): YuNet alone at 640
-# finds twice RetinaFace's crowd faces for the same CPU; from 1024 both run and are fused, each
-# finding faces the other misses (YuNet small ones in crowds, RetinaFace masked ones).
-STANDARD_MODELS = {
-    "fast": ("yunet",),
-    "standard": ("retinaface", "yunet"),
-    "auto": ("retinaface", "yunet"),
-    "high": ("retinaface", "yunet"),
-}
-TILED_MODELS = ("retinaface", "yunet")
 
 
 @dataclass(frozen=True)
@@ -114,8 +105,8 @@ def run_detection(
     image = decode_image(data, header, max(standard, tiled or 0) if both_at_once else standard, timer, background)
     plan = plan_input(*image.shape, target, settings.pad_multiple)
     min_score = options.min_confidence / 100
-    models = detectors.chosen(STANDARD_MODELS[options.detail])
-    tiled_models = detectors.chosen(TILED_MODELS) if tiled is not None else ()
+    models = detectors.first_pass(options.detail)
+    tiled_models = detectors.tiled_pass() if tiled is not None else ()
     tiled_faces: dict[str, Detections] = {}
     tiles = 0
     with ExitStack() as held:
@@ -197,7 +188,7 @@ def detect_frames(
     standard pass alone, MAX_BATCH frames to a call of each model; and the models that ran."""
     height, width = frames[0].shape[:2]
     plan = plan_input(height, width, standard_size(options, settings), settings.pad_multiple)
-    models = detectors.chosen(STANDARD_MODELS[options.detail])
+    models = detectors.first_pass(options.detail)
     found: list[Detections] = []
     for start in range(0, len(frames), MAX_BATCH):
         chunk = frames[start : start + MAX_BATCH]
