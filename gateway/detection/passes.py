@@ -4,8 +4,8 @@ at once) -> postprocess -> fusion, in the upright picture's pixels."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,7 +22,7 @@ from gateway.decode import (
 from gateway.detection.detections import Detections
 from gateway.detection.detectors import Detector, Detectors
 from gateway.detection.fusion import fuse
-from gateway.detection.model import Batch
+from gateway.detection.model import Batch, Pending
 from gateway.detection.postprocess import finish, tiled_candidates
 from gateway.detection.preprocess import (
     TILE_MIN_OVERLAP,
@@ -40,7 +40,7 @@ from gateway.detection.preprocess import (
 from gateway.imaging.normalise import BGR, WHITE
 from gateway.params import DetectOptions
 from gateway.timing import StageTimer
-from gateway.triton.wire import WireFormat
+from gateway.triton.wire import ModelOutputs, WireFormat
 
 # detail=auto runs the tiled pass only where the standard pass saw a face (scoring at least
 # AUTO_MIN_SCORE) whose shorter side in the model's input is below AUTO_SMALL_FACE pixels:
@@ -109,15 +109,11 @@ def run_detection(
     tiled_models = detectors.tiled_pass() if tiled is not None else ()
     tiled_faces: dict[str, Detections] = {}
     tiles = 0
-    with ExitStack() as held:
-        batches = [held.enter_context(d.model.batch(batch_shape(1, plan.size, d.wire))) for d in models]
-        fill_each(batches, models, fill_frames([image.stored], plan, timer, image.orientation))
-        with timer.stage("infer"):
-            pending = [batch.submit() for batch in batches]
+    fill = fill_frames([image.stored], plan, timer, image.orientation)
+    with submitted(models, 1, plan.size, fill, timer) as pending:
         if tiled is not None and both_at_once:  # the tiles are prepared and sent while the standard pass runs
             tiled_faces, tiles = _tiled_pass(image, tiled, tiled_models, settings, min_score, timer)
-        with timer.stage("infer"):
-            outputs = [call.result()[0] for call in pending]
+        outputs = [answer[0] for answer in answers(pending, timer)]
     with timer.stage("postprocess"):
         found = {
             d.name: d.kind.candidates(output, plan.size, min(min_score, AUTO_MIN_SCORE))
@@ -142,6 +138,31 @@ def run_detection(
 def standard_size(options: DetectOptions, settings: Settings) -> int:
     """The standard pass's long side: FACECROP_TARGET_SIZE, or FAST_SIZE with detail=fast."""
     return min(FAST_SIZE, settings.target_size) if options.detail == "fast" else settings.target_size
+
+
+@contextmanager
+def submitted(
+    models: tuple[Detector, ...],
+    count: int,
+    size: tuple[int, int],
+    fill: Callable[[np.ndarray, WireFormat], None],
+    timer: StageTimer,
+) -> Iterator[list[Pending]]:
+    """Each model's call on a batch of `count` inputs of `size`, filled by `fill` (`fill_each`),
+    submitted at once: their pending answers, while the batches are held."""
+    with ExitStack() as held:
+        batches = [held.enter_context(d.model.batch(batch_shape(count, size, d.wire))) for d in models]
+        fill_each(batches, models, fill)
+        del fill  # the pixels it fills from (a tiled pass's enlarged picture) are not kept while waiting
+        with timer.stage("infer"):
+            pending = [batch.submit() for batch in batches]
+        yield pending
+
+
+def answers(pending: list[Pending], timer: StageTimer) -> list[list[ModelOutputs]]:
+    """Each submitted call's outputs, per image of its batch."""
+    with timer.stage("infer"):
+        return [call.result() for call in pending]
 
 
 def fill_each(
@@ -172,11 +193,12 @@ def fill_frames(
     return fill
 
 
-def tiles_of(scaled: np.ndarray, tiling: Tiling) -> Callable[[np.ndarray, WireFormat], None]:
+def tiles_of(scaled: np.ndarray, tiling: Tiling, timer: StageTimer) -> Callable[[np.ndarray, WireFormat], None]:
     """`fill_each`'s fill for the tiled pass: each tile of the scaled image in its slot."""
 
     def fill(tensor: np.ndarray, wire: WireFormat) -> None:
-        fill_tiles(tensor, scaled, tiling, wire)
+        with timer.stage("preprocess"):
+            fill_tiles(tensor, scaled, tiling, wire)
 
     return fill
 
@@ -192,12 +214,8 @@ def detect_frames(
     found: list[Detections] = []
     for start in range(0, len(frames), MAX_BATCH):
         chunk = frames[start : start + MAX_BATCH]
-        with ExitStack() as held:
-            batches = [held.enter_context(d.model.batch(batch_shape(len(chunk), plan.size, d.wire))) for d in models]
-            fill_each(batches, models, fill_frames(chunk, plan, timer))
-            with timer.stage("infer"):
-                pending = [batch.submit() for batch in batches]
-                outputs = [call.result() for call in pending]
+        with submitted(models, len(chunk), plan.size, fill_frames(chunk, plan, timer), timer) as pending:
+            outputs = answers(pending, timer)
         with timer.stage("postprocess"):
             for per_frame in zip(*outputs):
                 faces = {
@@ -236,14 +254,11 @@ def _tiled_pass(
         scaled = apply_orientation(rescale(image.stored, relative), image.orientation)
     tiling = plan_tiles((scaled.shape[0], scaled.shape[1]), settings.target_size, TILE_MIN_OVERLAP, relative)
     size = (settings.target_size,) * 2
-    with ExitStack() as held:
-        batches = [held.enter_context(d.model.batch(batch_shape(len(tiling.origins), size, d.wire))) for d in models]
-        with timer.stage("preprocess"):
-            fill_each(batches, models, tiles_of(scaled, tiling))
-        del scaled
-        with timer.stage("infer"):
-            pending = [batch.submit() for batch in batches]
-            outputs = [call.result() for call in pending]
+    fill = tiles_of(scaled, tiling, timer)
+    del scaled  # held by `fill` alone, dropped once the tiles are filled
+    with submitted(models, len(tiling.origins), size, fill, timer) as pending:
+        del fill
+        outputs = answers(pending, timer)
     with timer.stage("postprocess"):
         found = {
             d.name: Detections.concatenate(tiled_candidates(d.kind.candidates, output, tiling, min_score)).scaled(
