@@ -7,8 +7,8 @@ from contextlib import AbstractContextManager
 import numpy as np
 import onnxruntime
 
-from gateway.detection.model import Batch, in_process_batch
-from gateway.triton.wire import INPUT_NAME, ModelOutputs, WireFormat
+from gateway.detection.model import in_process_batch
+from gateway.triton.wire import INPUT_NAME, Batch, ModelOutputs, WireFormat
 from local_triton.processes import PRODUCTION_REPOSITORY
 
 

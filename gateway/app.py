@@ -34,11 +34,25 @@ class Services:
     etags: EtagSealer  # the URL form's ETags
 
 
+def triton_model(settings: Settings, wire: WireFormat) -> TritonModel:
+    """The Triton model serving `wire` (under its name, or the one FACECROP_MODEL_NAMES gives it)."""
+    return TritonModel(
+        settings.triton_url,
+        settings.triton_name(wire.model_name),
+        wire,
+        settings.infer_timeout_s,
+        settings.ready_timeout_s,
+        settings.triton_shm,
+    )
+
+
 def create_app(settings: Settings | None = None, model_for: Callable[[WireFormat], Model] | None = None) -> Flask:
     """Build the gateway; each served model (FACECROP_DETECTORS) is `model_for(its wire format)`,
     by default the Triton model of that name."""
     settings = settings or Settings.from_env()
-    detectors = serve(settings.detectors, settings.wire_format, model_for or TritonModel.factory(settings))
+    detectors = serve(
+        settings.detectors, settings.wire_format, model_for or (lambda wire: triton_model(settings, wire))
+    )
     app = Flask(__name__)
     app.request_class = InMemoryRequest
     app.config["MAX_CONTENT_LENGTH"] = settings.max_upload_bytes

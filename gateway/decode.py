@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import io
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -32,6 +31,7 @@ from PIL import Image
 from gateway.errors import ImageTooLarge, MissingImage, UnsupportedImage
 from gateway.imaging.formats import ANIMATED_FORMATS, SUPPORTED_FORMATS, colour_profile
 from gateway.imaging.normalise import BGR, WHITE, as_bgr, has_alpha, pillow_to_bgr
+from gateway.imaging.orientation import apply_orientation
 from gateway.timing import StageTimer
 
 EXIF_ORIENTATION_TAG = 0x0112
@@ -165,29 +165,6 @@ def _orientation(image: Image.Image) -> int:
     except Exception:  # a corrupt EXIF block does not make the pixels unusable
         return 1
     return value if value in range(1, 9) else 1
-
-
-ORIENTATIONS: dict[int, Callable[[np.ndarray, np.ndarray | None], np.ndarray]] = {
-    1: lambda p, out: p if out is None else _copied(p, out),
-    2: lambda p, out: cv2.flip(p, 1, dst=out),
-    3: lambda p, out: cv2.rotate(p, cv2.ROTATE_180, dst=out),
-    4: lambda p, out: cv2.flip(p, 0, dst=out),
-    5: lambda p, out: cv2.transpose(p, dst=out),
-    6: lambda p, out: cv2.rotate(p, cv2.ROTATE_90_CLOCKWISE, dst=out),
-    7: lambda p, out: cv2.transpose(cv2.flip(p, -1), dst=out),
-    8: lambda p, out: cv2.rotate(p, cv2.ROTATE_90_COUNTERCLOCKWISE, dst=out),
-}
-
-
-def _copied(pixels: np.ndarray, out: np.ndarray) -> np.ndarray:
-    out[...] = pixels
-    return out
-
-
-def apply_orientation(pixels: np.ndarray, orientation: int, out: np.ndarray | None = None) -> np.ndarray:
-    """Turn pixels stored with EXIF `orientation` (1-8) upright, as a viewer would show them;
-    into `out` (of the upright shape) where given."""
-    return ORIENTATIONS[orientation](pixels, out)
 
 
 def jpeg_reduction(header: ImageHeader, min_scale: float) -> int:

@@ -25,9 +25,9 @@ from evaluation.images import CROWD, astronaut, encoded, photo
 from evaluation.origins import answer
 from gateway.config import Settings
 from gateway.decode import DecodedImage, decode_image, read_header
-from gateway.detection.model import Batch, in_process_batch
+from gateway.detection.model import in_process_batch
 from gateway.detection.retinaface import WIRE_FORMATS
-from gateway.triton.wire import ModelOutputs, WireFormat
+from gateway.triton.wire import Batch, ModelOutputs, WireFormat
 from local_triton.processes import BUILD_DIR
 
 REPORT_LINES = pytest.StashKey[list[str]]()  # lines for the end of the terminal report

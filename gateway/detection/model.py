@@ -1,4 +1,5 @@
-"""What the pipeline needs of a model: a batch input to fill in place, then a call it can wait for."""
+"""What the detection needs of a model: a batch input to fill in place, then a call it can wait for
+(the Batch of gateway/triton/wire.py); a model in ordinary memory, for models in the same process."""
 
 from __future__ import annotations
 
@@ -9,23 +10,7 @@ from typing import Protocol
 
 import numpy as np
 
-from gateway.triton.wire import ModelOutputs
-
-
-class Pending(Protocol):
-    def result(self) -> list[ModelOutputs]:
-        """Each image's outputs, in order, once the model has answered."""
-
-
-@dataclass(frozen=True)
-class Batch:
-    """A model input to write into (`tensor`, the wire format's layout and dtype), then either
-    `run` (the outputs, once the model has answered) or `submit` (the call sent now, waited for
-    later, while the caller prepares another batch). Valid inside the `Model.batch` context."""
-
-    tensor: np.ndarray
-    submit: Callable[[], Pending]
-    run: Callable[[], list[ModelOutputs]]
+from gateway.triton.wire import Batch, ModelOutputs
 
 
 class Model(Protocol):

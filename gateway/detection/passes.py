@@ -14,7 +14,6 @@ from gateway.config import Settings
 from gateway.decode import (
     DecodedImage,
     ImageHeader,
-    apply_orientation,
     decode_image,
     read_header,
     with_resolution,
@@ -22,7 +21,6 @@ from gateway.decode import (
 from gateway.detection.detections import Detections
 from gateway.detection.detectors import Detector, Detectors
 from gateway.detection.fusion import fuse
-from gateway.detection.model import Batch, Pending
 from gateway.detection.postprocess import finish, tiled_candidates
 from gateway.detection.preprocess import (
     TILE_MIN_OVERLAP,
@@ -38,9 +36,10 @@ from gateway.detection.preprocess import (
     tiled_scale,
 )
 from gateway.imaging.normalise import BGR, WHITE
+from gateway.imaging.orientation import apply_orientation
 from gateway.params import DetectOptions
 from gateway.timing import StageTimer
-from gateway.triton.wire import ModelOutputs, WireFormat
+from gateway.triton.wire import Batch, ModelOutputs, Pending, WireFormat
 
 # detail=auto runs the tiled pass only where the standard pass saw a face (scoring at least
 # AUTO_MIN_SCORE) whose shorter side in the model's input is below AUTO_SMALL_FACE pixels:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from gateway.decode import apply_orientation
+from gateway.imaging.orientation import apply_orientation
 from gateway.timing import StageTimer
 from gateway.triton.wire import WireFormat
 

@@ -22,11 +22,9 @@ import numpy as np
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from gateway.config import Settings
-from gateway.detection.model import Batch
 from gateway.errors import BackendTimeout, BackendUnavailable
 from gateway.triton import shm
-from gateway.triton.wire import INPUT_NAME, ModelOutputs, WireFormat
+from gateway.triton.wire import INPUT_NAME, Batch, ModelOutputs, WireFormat
 
 T = TypeVar("T")
 log = logging.getLogger("facecrop")
@@ -86,22 +84,6 @@ class TritonModel:
         self.regions = RegionPool(self) if shared_memory != "off" else None
         self.shm_active = self.regions is not None  # until `auto` finds Triton cannot use it
         self._required = shared_memory == "on"
-
-    @classmethod
-    def from_settings(cls, settings: Settings, wire: WireFormat) -> TritonModel:
-        """The model serving `wire` (under its name, or the one FACECROP_MODEL_NAMES gives it)."""
-        return cls(
-            settings.triton_url,
-            settings.triton_name(wire.model_name),
-            wire,
-            settings.infer_timeout_s,
-            settings.ready_timeout_s,
-            settings.triton_shm,
-        )
-
-    @classmethod
-    def factory(cls, settings: Settings) -> Callable[[WireFormat], TritonModel]:
-        return lambda wire: cls.from_settings(settings, wire)
 
     @property
     def transport(self) -> str:

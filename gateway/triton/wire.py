@@ -1,4 +1,5 @@
-"""The tensors between the gateway and Triton: what a wire format says, whatever the model.
+"""The tensors between the gateway and Triton: what a wire format says, whatever the model, and the
+batch a model hands out to fill and submit (Batch).
 
 Each detector defines its wire formats beside its decoder (gateway/detection/retinaface.py,
 gateway/detection/yunet.py): `uint8` (the default) sends NHWC BGR pixels and the served graph
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Protocol
 
 import numpy as np
 
@@ -30,6 +31,22 @@ class ModelOutputs:
     scores: np.ndarray  # [K] face probability, 0-1
     loc: np.ndarray  # [K, 4]
     landmarks: np.ndarray  # [K, 10]
+
+
+class Pending(Protocol):
+    def result(self) -> list[ModelOutputs]:
+        """Each image's outputs, in order, once the model has answered."""
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A model input to write into (`tensor`, the wire format's layout and dtype), then either
+    `run` (the outputs, once the model has answered) or `submit` (the call sent now, waited for
+    later, while the caller prepares another batch). Valid inside the `Model.batch` context."""
+
+    tensor: np.ndarray
+    submit: Callable[[], Pending]
+    run: Callable[[], list[ModelOutputs]]
 
 
 @dataclass(frozen=True)

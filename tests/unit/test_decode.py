@@ -11,9 +11,10 @@ from PIL import Image, ImageOps
 
 from evaluation.corpus import corpus, over, reference
 from evaluation.images import STORED_AS, astronaut, encoded, png_declaring
-from gateway.decode import apply_orientation, decode_image, jpeg_reduction, read_header
+from gateway.decode import decode_image, jpeg_reduction, read_header
 from gateway.encode import output_format
 from gateway.errors import ImageTooLarge, MissingImage, UnsupportedImage
+from gateway.imaging.orientation import apply_orientation
 from tests.support import decode
 
 

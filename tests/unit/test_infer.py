@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from tritonclient.grpc import service_pb2
 
+from gateway.app import triton_model
 from gateway.config import Settings
 from gateway.detection import retinaface, yunet
 from gateway.detection.model import infer
@@ -22,7 +23,7 @@ TENSOR = np.zeros((1, 256, 256, 3), np.uint8)
 def model_at(address: str, timeout_s: float = 0.5, shm: str = "off") -> TritonModel:
     """Bytes on the wire by default: these servers are not Triton and register no region."""
     settings = Settings(triton_url=address, infer_timeout_s=timeout_s, ready_timeout_s=timeout_s, triton_shm=shm)
-    return TritonModel.from_settings(settings, retinaface.WIRE_FORMATS["uint8"])
+    return triton_model(settings, retinaface.WIRE_FORMATS["uint8"])
 
 
 @pytest.mark.parametrize("shm", ["off", "auto", "on"])
@@ -81,9 +82,9 @@ def test_a_socket_that_never_speaks_grpc_is_unavailable():
             infer(model_at(f"127.0.0.1:{silent.getsockname()[1]}"), TENSOR)
 
 
-def test_from_settings():
+def test_the_app_builds_each_triton_model_from_the_settings():
     settings = Settings(triton_url="triton:8001", infer_timeout_s=3, model_names={"yunet_n": "mine"})
-    model = TritonModel.from_settings(settings, yunet.WIRE_FORMATS["float32"])
+    model = triton_model(settings, yunet.WIRE_FORMATS["float32"])
     assert (model.url, model.model_name, model.wire.name, model.timeout_s) == ("triton:8001", "mine", "float32", 3)
 
 

@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from gateway.decode import apply_orientation
 from gateway.detection.preprocess import batch_shape, canonical_shape, fill_input, scale_for, to_model_input
 from gateway.detection.retinaface import BGR_MEAN, WIRE_FORMATS
+from gateway.imaging.orientation import apply_orientation
 
 
 def test_scale_enlarges_small_images_and_shrinks_large_ones():

@@ -14,10 +14,10 @@ from evaluation.images import ASTRONAUT_FACE, photo
 from gateway.config import Settings
 from gateway.detection.detections import Detections
 from gateway.detection.detectors import ALL, KINDS, DetectorKind, serve
-from gateway.detection.model import Batch, in_process_batch
+from gateway.detection.model import in_process_batch
 from gateway.detection.passes import run_detection
 from gateway.params import DetectOptions
-from gateway.triton.wire import ModelOutputs, WireFormat
+from gateway.triton.wire import Batch, ModelOutputs, WireFormat
 
 # The stand-in's own faces, in model-input pixels: the astronaut's (shifted a little) and one more.
 THIRD_FACES = np.array([[360.0, 120.0, 544.0, 364.0], [800.0, 800.0, 880.0, 880.0]], np.float32)
