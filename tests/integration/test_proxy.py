@@ -26,6 +26,7 @@ from PIL import Image
 
 from evaluation.images import astronaut
 from gateway.encode import AVIF_AVAILABLE
+from gateway.url.caching import slow_connection
 from local_triton.processes import free_port, running_gateway, stop
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,6 +57,17 @@ HINTS = [
     ({"ECT": "4g", "Downlink": "10"}, False),
     ({"Downlink": "1.5"}, True),
     ({"RTT": "100"}, False),
+    # each rule's edge, as browsers round them (RTT to 25 ms, Downlink to 25 kbit/s): over 150 ms,
+    # under 5 Mbit/s, 3g and worse; Save-Data's other value
+    ({"RTT": "150"}, False),
+    ({"RTT": "175"}, True),
+    ({"RTT": "1200"}, True),
+    ({"Downlink": "5"}, False),
+    ({"Downlink": "4.975"}, True),
+    ({"Downlink": "0.025"}, True),
+    ({"ECT": "3g"}, True),
+    ({"ECT": "slow-2g"}, True),
+    ({"Save-Data": "off"}, False),
 ]
 
 
@@ -144,3 +156,10 @@ def test_slow_connection_hints_are_one_class_of_the_key(proxy):
         assert cache == ("HIT" if slow in first else "MISS"), (hints, cache)
         assert data == first.setdefault(slow, data), hints
     assert len(first[True]) < len(first[False]) * 0.7, "quality 20 is not smaller than quality 90"
+
+
+@pytest.mark.parametrize(("hints", "slow"), HINTS)
+def test_the_proxys_class_of_hints_is_the_gateways_own_rule(hints, slow):
+    """Behind the proxy the gateway is sent the class alone: nginx's map must say what the gateway
+    itself would (gateway/url/caching.py's slow_connection), edge by edge."""
+    assert slow_connection(hints) == slow
