@@ -17,7 +17,8 @@ from gateway.app import create_app
 from gateway.config import Settings
 from gateway.decode import ImageHeader
 from gateway.detection.detectors import serve
-from gateway.errors import ProcessingTimeout
+from gateway.errors import ImageTooLarge, ProcessingTimeout
+from gateway.imaging import animation as animation_module
 from gateway.processing.answer import process
 from gateway.processing.steps import SAMPLED_FRAMES, animation_format, spread
 from gateway.request import Output, crop_request, detect_request
@@ -128,3 +129,18 @@ def test_how_an_animation_goes_out(output, expected):
     gif = ImageHeader("GIF", 64, 64, 1, animated=True, frames=3)
     assert animation_format(gif, output) == expected
     assert animation_format(replace(gif, animated=False, frames=1), output) is None  # a still
+
+
+def test_an_animation_whose_output_frames_cost_too_much_is_refused_before_any_frame_is_decoded(monkeypatch):
+    """12 frames of 64x64 asked for at 2200x2200 (58 MP of output frames, over 50): 413 before a
+    single frame is decoded, not after every one."""
+    decoded: list[int] = []
+    real = animation_module.pillow_to_bgr
+    monkeypatch.setattr(animation_module, "pillow_to_bgr", lambda *args: decoded.append(1) or real(*args))
+    request = parse_url_options("width=2200,height=2200,fit=scale-up,format=gif").request("gif", 85)
+    with pytest.raises(ImageTooLarge) as refused:
+        process(animation(), request, SETTINGS, DETECTORS)
+    assert "2200x2200 out" in str(refused.value) and not decoded, (str(refused.value), len(decoded))
+    small = parse_url_options("width=220,height=220,fit=scale-up,format=gif").request("gif", 85)
+    assert process(animation(), small, SETTINGS, DETECTORS).headers["X-Frames"] == str(FRAMES)
+    assert len(decoded) == FRAMES  # the counter sees the frames when they are decoded
