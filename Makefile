@@ -121,4 +121,4 @@ down-cpu:
 	$(PYTHON) -m local_triton.compose down
 
 clean:
-	rm -rf $(VENV) build mutants model_repository/*/1 tests/frontend/node_modules
+	rm -rf $(VENV) build model_repository/*/1 tests/frontend/node_modules

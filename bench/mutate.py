@@ -5,7 +5,10 @@ Per module it prints the mutants killed, those that survived, and the score: kil
 less those bench/mutants.toml lists as equivalent, each with why); a survivor it does not list is a
 test to write. `make mutate MODULE=gateway/url/signing.py` (a file or a folder) runs one module.
 
-mutmut keeps its results in mutants/ and runs again only what changed since; `--fresh` starts over.
+It runs mutmut in build/mutate, the tree staged as links, with the installed packages (hiding's
+facecrop_hiding, the client's facecrop_client) under src/: mutmut names a mutant by its file's path
+(src/ left out) and the tests import those packages by name, so both must agree. mutmut keeps its
+results in build/mutate/mutants/ and runs again only what changed since; `--fresh` starts over.
 """
 
 from __future__ import annotations
@@ -24,7 +27,13 @@ import tomllib
 from local_triton.processes import SHARED
 
 ROOT = Path(__file__).resolve().parent.parent
-MUTANTS = ROOT / "mutants"
+STAGE = ROOT / "build" / "mutate"
+MUTANTS = STAGE / "mutants"
+PACKAGES = {
+    "facecrop_hiding": ROOT / "hiding" / "facecrop_hiding",
+    "facecrop_client": ROOT / "client" / "facecrop_client",
+}
+UNSTAGED = frozenset({".git", ".venv", "build", "mutants", "test-artifacts", "originals"})
 EQUIVALENT = Path(__file__).resolve().parent / "mutants.toml"
 TARGET = 0.9  # the share of non-equivalent mutants each module's tests kill (issue #53)
 # mutmut's exit codes (mutmut/stats.py): 1 and 3 kill a mutant, 0 lets it survive
@@ -33,8 +42,22 @@ STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests"
 
 def mutant_prefix(module: str) -> str:
     """mutmut's name prefix for a module path (a file or a folder): gateway/url/signing.py ->
-    gateway.url.signing."""
+    gateway.url.signing.; hiding/facecrop_hiding/ -> facecrop_hiding."""
+    for package, path in PACKAGES.items():
+        folder = str(path.relative_to(ROOT))
+        if module.strip("/").startswith(folder):
+            module = package + module.strip("/")[len(folder) :]
     return module.removesuffix(".py").strip("/").replace("/", ".") + "."
+
+
+def stage() -> None:
+    """build/mutate: a link to each top-level entry of the tree, and src/ with the packages."""
+    (STAGE / "src").mkdir(parents=True, exist_ok=True)
+    links = {STAGE / entry.name: entry for entry in ROOT.iterdir() if entry.name not in UNSTAGED}
+    links |= {STAGE / "src" / package: path for package, path in PACKAGES.items()}
+    for link, target in links.items():
+        if not link.is_symlink():
+            link.symlink_to(target)
 
 
 def module_of(mutant: str) -> str:
@@ -43,15 +66,14 @@ def module_of(mutant: str) -> str:
 
 
 def run_mutmut(modules: list[str]) -> None:
-    """mutmut on `modules` (all of only_mutate where empty), from the repository's root, with the
-    shared photos where the tests find them and the mutated hiding and client packages ahead of
-    their editable installs."""
+    """mutmut on `modules` (all of only_mutate where empty), in the staged tree, with the shared
+    photos where the tests find them."""
+    stage()
     env = dict(os.environ)
     env["FACECROP_SHARED"] = str(SHARED)
-    env["PYTHONPATH"] = os.pathsep.join(str(MUTANTS / folder) for folder in ("hiding", "client"))
     patterns = [mutant_prefix(module) + "*" for module in modules]
     mutmut = Path(sys.executable).parent / "mutmut"
-    subprocess.run([str(mutmut), "run", *patterns], cwd=ROOT, env=env, check=False)
+    subprocess.run([str(mutmut), "run", *patterns], cwd=STAGE, env=env, check=False)
 
 
 def statuses() -> dict[str, str]:

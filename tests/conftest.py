@@ -13,6 +13,8 @@ from playwright.sync_api import Browser, sync_playwright
 
 from gateway.app import create_app
 from gateway.config import Settings
+from gateway.detection import retinaface, yunet
+from gateway.url.options import parse_url_options
 from local_triton.processes import running_stack
 from tests.support import CHROMIUM, CHROMIUM_ARGS, REPORT_LINES, NoFacesModel
 
@@ -28,6 +30,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "integration" in item.path.parts or "stack" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(autouse=True)
+def empty_caches() -> None:
+    """Each test starts with the gateway's memoised functions empty (the URL form's parse cache,
+    the models' anchor grids), so it runs the code it tests, not an answer an earlier test left:
+    `make mutate` mutates those functions, and a cached answer would let a mutant survive unseen."""
+    for cached in (parse_url_options, retinaface.priors, yunet.grid):
+        cached.cache_clear()
 
 
 @pytest.fixture(scope="session")
