@@ -57,7 +57,7 @@ def test_the_readme_stays_short():
     assert len((ROOT / "README.md").read_text().splitlines()) < 200
 
 
-@pytest.mark.parametrize("name", ["configuration", "detect", "crop", "anonymize", "url-options"])
+@pytest.mark.parametrize("name", ["configuration", "detect", "crop", "anonymize", "url-options", "errors"])
 def test_reference_tables_come_from_the_code(name):
     hooks = runpy.run_path(str(DOCS / "hooks.py"))
     table = hooks["TABLES"][name]()
@@ -126,3 +126,14 @@ def test_the_fusion_rule_the_docs_state_is_the_codes():
 
     assert "the chance that either model is right, 1 - (1 - a)(1 - b)" in (DOCS / "detectors.md").read_text()
     assert either(np.array([0.5, 0.9]), np.array([0.5, 0.2])).tolist() == pytest.approx([0.75, 0.92])
+
+
+def test_the_errors_page_lists_every_error_with_its_limits_written_out():
+    from gateway.config import Settings
+    from gateway.errors import documented_errors
+
+    table = runpy.run_path(str(DOCS / "hooks.py"))["errors_table"]()
+    for error in documented_errors(by_url=True):
+        assert f"| {error.status} | `{error.code}` |" in table
+    assert "| 500 | `internal_error` |" in table and "{" not in table  # every {limit} written out
+    assert f"`FACECROP_MAX_PIXELS` = {Settings().max_pixels:,}" in table
