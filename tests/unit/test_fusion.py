@@ -4,7 +4,7 @@ alone found is kept."""
 import numpy as np
 
 from gateway.detection.detections import Detections
-from gateway.detection.fusion import fuse, fuse_pair, matches
+from gateway.detection.fusion import fuse, fuse_pair, iou_matrix, matches
 from gateway.detection.yunet import calibrated
 
 
@@ -74,3 +74,39 @@ def test_three_models_fuse_into_one_face_each_averaged_over_every_model_that_fou
     # two models fuse as they always did
     pair = fuse_pair(a, b, 0.3)
     np.testing.assert_array_equal(fuse({"a": a, "b": b}).boxes, pair.boxes)
+
+
+def test_iou_of_rectangles_and_of_boxes_apart():
+    """IoU of non-square boxes (the areas' widths times heights), and 0 for boxes apart."""
+    a = np.array([[0.0, 0.0, 10.0, 20.0]])  # 10 wide, 20 tall
+    b = np.array([[5.0, 0.0, 25.0, 10.0], [30.0, 30.0, 40.0, 40.0]])  # 20 x 10; far away
+    np.testing.assert_allclose(iou_matrix(a, b), [[50 / (200 + 200 - 50), 0.0]])
+    np.testing.assert_allclose(iou_matrix(b, a), [[50 / 350], [0.0]])
+
+
+def test_a_pair_matches_at_its_own_overlap_not_the_best_in_the_picture():
+    """Two faces each other's best overlap at IoU 0.1 are not one face, however well another pair
+    overlaps; at exactly the threshold they are."""
+    a = faces([0.9, 0.9], [[0, 0, 10, 10], [100, 0, 110, 10]])
+    b = faces([0.9, 0.9], [[0, 0, 10, 10], [108.18, 0, 118.18, 10]])  # IoU 1, and about 0.1
+    in_a, in_b = matches(a, b, 0.3)
+    assert in_a.tolist() == [0] and in_b.tolist() == [0]
+    edge_a, edge_b = faces([0.9], [[0, 0, 2, 1]]), faces([0.9], [[1, 0, 3, 1]])  # IoU exactly 1/3
+    assert len(matches(edge_a, edge_b, 1 / 3)[0]) == 1
+
+
+def test_low_scores_are_weights_too():
+    """Scores summing to under 1 still weight the merged box as their shares (0.2 : 0.3)."""
+    fused = fuse_pair(faces([0.2], [[0, 0, 10, 10]]), faces([0.3], [[5, 0, 15, 10]]), 0.3)
+    np.testing.assert_allclose(fused.boxes[0], [3, 0, 13, 10], atol=1e-5)
+
+
+def test_faces_of_equal_score_keep_their_order_pairs_first_then_each_models():
+    """Ties (a crowd's many faces at one score) keep one order: merged pairs, then the first
+    model's faces alone, then the second's, each as it came (a stable sort)."""
+    count = 40
+    a = faces([0.5] * count, [[i * 20, 0, i * 20 + 10, 10] for i in range(count)])
+    b = faces([0.5] * count, [[i * 20, 100, i * 20 + 10, 110] for i in range(count)])
+    fused = fuse_pair(a, b, 0.3)
+    expected = np.vstack([a.boxes, b.boxes])
+    np.testing.assert_array_equal(fused.boxes, expected)
