@@ -3,8 +3,9 @@
 function (`pytest -m "not integration" tests/unit tests/client`, mutmut picks them per function).
 Per module it prints the mutants killed (a timeout counts as killed), those that survived, those in
 functions no fast test reaches, and the score: killed / (all run, less those bench/mutants.toml lists
-as equivalent, each with why); a survivor it does not list is a test to write, and so is a function
-no fast test reaches. `make mutate MODULE=gateway/url/signing.py` (a file or a folder) runs one.
+as equivalent, each with why, and those that change only the wording of an error's message); a
+survivor it does not list is a test to write, and so is a function no fast test reaches.
+`make mutate MODULE=gateway/url/signing.py` (a file or a folder) runs one.
 
 It runs mutmut in build/mutate, the tree staged as links, with the installed packages (hiding's
 facecrop_hiding, the client's facecrop_client) under src/: mutmut names a mutant by its file's path
@@ -15,8 +16,10 @@ results in build/mutate/mutants/ and runs again only what changed since; `--fres
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -77,6 +80,43 @@ def run_mutmut(modules: list[str]) -> None:
     subprocess.run([str(mutmut), "run", *patterns], cwd=STAGE, env=env, check=False)
 
 
+STRING = re.compile(r"""[rbuf]*("[^"\\]*(?:\\.[^"\\]*)*"|'[^'\\]*(?:\\.[^'\\]*)*')""")
+
+
+def changed_lines(mutant: str) -> tuple[list[str], list[str]]:
+    """The lines a survivor changes, before and after, read from mutmut's mutated file (the
+    function's original and the mutant side by side in it)."""
+    module, _, function = mutant.rpartition(".")
+    parts = module.split(".")
+    base = parts[0] if parts[0] in ("gateway", "bench") else "src/" + parts[0]
+    path = MUTANTS / base / Path(*parts[1:]).with_suffix(".py") if len(parts) > 1 else MUTANTS / f"{base}/__init__.py"
+    if len(parts) > 1 and not path.is_file():
+        path = MUTANTS / base / Path(*parts[1:]) / "__init__.py"
+    tree = {node.name: node for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.FunctionDef)}
+    original, mutated = tree.get(function.rsplit("__mutmut_", 1)[0] + "__mutmut_orig"), tree.get(function)
+    if original is None or mutated is None:
+        return [], []
+    before, after = ast.unparse(original).splitlines()[1:], ast.unparse(mutated).splitlines()[1:]
+    removed = [line for line in before if line not in after]
+    added = [line for line in after if line not in before]
+    return removed, added
+
+
+def message_only(mutant: str) -> bool:
+    """Whether a survivor changes only the wording of an error's message: the lines it changes
+    raise the same error, the same but for the text of their string literals (or None for it)."""
+    removed, added = changed_lines(mutant)
+
+    def wordless(line: str) -> str:
+        return STRING.sub("S", line).replace("(None)", "(S)")
+
+    return (
+        bool(removed)
+        and all("raise " in line for line in removed + added)
+        and ([wordless(line) for line in removed] == [wordless(line) for line in added])
+    )
+
+
 def statuses() -> dict[str, str]:
     """Every mutant's status, from mutmut's results beside the mutated files."""
     found = {}
@@ -94,8 +134,9 @@ def equivalents() -> dict[str, str]:
 def report(found: dict[str, str], modules: list[str], known: dict[str, str]) -> tuple[list[str], bool]:
     """The per-module table (markdown) and whether every module reaches TARGET."""
     lines = [
-        "| module | mutants | killed | survived | no test reaches it | equivalent | not run | score |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| module | mutants | killed | survived | no test reaches it | equivalent | message wording | not run "
+        "| score |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     every = True
     by_module: dict[str, Counter] = {}
@@ -104,15 +145,17 @@ def report(found: dict[str, str], modules: list[str], known: dict[str, str]) -> 
             continue
         if status == "survived" and name in known:
             status = "equivalent"
+        elif status == "survived" and message_only(name):
+            status = "message"
         by_module.setdefault(module_of(name), Counter())[status] += 1
     for module, counts in sorted(by_module.items()):
         caught = counts["killed"] + counts["timeout"]
-        judged = sum(counts.values()) - counts["equivalent"] - counts["not checked"]
+        judged = sum(counts.values()) - counts["equivalent"] - counts["message"] - counts["not checked"]
         score = caught / judged if judged else 1.0
         every &= score >= TARGET and not counts["not checked"]
         lines.append(
             f"| {module} | {sum(counts.values())} | {caught} | {counts['survived']} | {counts['no tests']} "
-            f"| {counts['equivalent']} | {counts['not checked']} | {score:.1%}"
+            f"| {counts['equivalent']} | {counts['message']} | {counts['not checked']} | {score:.1%}"
             f"{'' if score >= TARGET else ' **below 90 %**'} |"
         )
     return lines, every
@@ -133,7 +176,9 @@ def main() -> None:
     stale = sorted(name for name in known if found.get(name) not in (None, "survived"))
     if stale:
         lines.append(f"\nListed as equivalent but no longer surviving (remove from bench/mutants.toml): {stale}")
-    survivors = sorted(name for name, status in found.items() if status == "survived" and name not in known)
+    survivors = sorted(
+        name for name, status in found.items() if status == "survived" and name not in known and not message_only(name)
+    )
     if args.survivors:
         lines += ["", "Survivors:", *survivors]
     print("\n".join(lines))
