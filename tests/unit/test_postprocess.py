@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 from retinaface.postprocess import ANCHOR_SIZES, ANCHOR_STRIDES, generate_anchors
 
-from gateway.detection.detections import face_objects
-from gateway.detection.postprocess import detect_faces, nms
+from gateway.detection.detections import Detections, face_objects
+from gateway.detection.postprocess import TILE_EDGE_MARGIN, TILED_MAX_FACE, detect_faces, nms, tile_candidates
 from gateway.detection.retinaface import WIRE_FORMATS, candidates, decode_boxes, decode_landmarks, priors
 from gateway.params import DetectOptions
 
@@ -112,3 +112,42 @@ def test_boxes_are_clipped_to_the_image_and_filtered_by_options():
     )  # max_faces only lists
     assert len(detect_faces(candidates, outputs, (256, 1024), 1.0, (200, 1000), DetectOptions(min_confidence=85))) == 1
     assert "landmarks" not in face_objects(detections, with_landmarks=False)[0]
+
+
+def tile_faces(*boxes: tuple[float, float, float, float]) -> Detections:
+    found = np.array(boxes, np.float32).reshape(-1, 4)
+    return Detections(np.full(len(found), 0.9, np.float32), found, np.zeros((len(found), 5, 2), np.float32))
+
+
+def test_a_tile_answers_for_faces_no_inner_edge_comes_near_and_no_larger_than_its_share():
+    """A middle tile (neighbours on every side) keeps a face only with TILE_EDGE_MARGIN to spare
+    from each edge and no side over TILED_MAX_FACE; a corner tile has no neighbour on its outer
+    edges, so faces there count; kept faces move to the scaled picture's pixels."""
+    m, size, biggest = TILE_EDGE_MARGIN, 1024, TILED_MAX_FACE
+    faces = tile_faces(
+        (m, m, m + 50, m + 50),  # exactly at the margin: kept
+        (m - 1, 100, 60, 150),  # one pixel into the left margin
+        (100, m - 1, 150, 60),  # the top margin
+        (1000, 100, size - m + 1, 150),  # the right margin
+        (100, 1000, 150, size - m + 1),  # the bottom margin
+        (300, 300, 300 + biggest, 320),  # as wide as the tiled pass answers for: kept
+        (300, 400, 301 + biggest, 420),  # one wider: the standard pass's
+        (500, 300, 520, 301 + biggest),  # one taller
+    )
+    middle = tile_candidates(faces, (1000, 800), size, (3000, 3000), 2.0)
+    np.testing.assert_allclose(middle.boxes, [[(1000 + m) / 2, (800 + m) / 2, (1000 + m + 50) / 2, (800 + m + 50) / 2],
+                                              [650, 550, (1300 + biggest) / 2, 560]])  # fmt: skip
+    corner = tile_candidates(faces, (0, 0), size, (size + 500, size + 500), 1.0)  # left and top: the picture's edges
+    assert len(corner) == 4 and corner.boxes[1].tolist() == [m - 1, 100, 60, 150]
+    alone = tile_candidates(faces, (0, 0), size, (size, size), 1.0)  # a tile that is the whole picture
+    assert len(alone) == 6
+
+
+def test_nms_keeps_every_box_not_suppressed_whatever_its_score_and_as_integers():
+    boxes = np.array([[0, 0, 10, 20], [1, 0, 11, 20], [50, 50, 60, 70], [100, 0, 110, 5]], np.float32)
+    scores = np.array([0.9, 0.8, 0.01, 0.001], np.float32)
+    keep = nms(boxes, scores, 0.4)
+    assert keep.tolist() == [0, 2, 3] and keep.dtype == np.int64
+    # overlapping at IoU 0.33 (width 10 of a 20-wide union... as rectangles x, y, w, h): both kept at 0.4
+    assert nms(np.array([[0, 0, 10, 10], [5, 0, 15, 10]], np.float32), np.array([0.9, 0.8]), 0.4).tolist() == [0, 1]
+    assert nms(np.array([[0, 0, 10, 10], [5, 0, 15, 10]], np.float32), np.array([0.9, 0.8]), 0.3).tolist() == [0]
