@@ -14,7 +14,8 @@ Usage: python scripts/fetch_model.py [MODEL_REPOSITORY] [--yunet FILE]   (defaul
   sha256-checked: from `--yunet FILE`, else the repository's own copy (the images' build
   context), else `../shared/models/yunet_n/` beside the project. Elsewhere, get the same bytes
   from YUNET_ORIGIN (the repository's LICENSE is model_repository/yunet_n/LICENSE).
-- `yunet_n_uint8/1/model.onnx`: the same graph wrapped for the wire (see `wrap_yunet_for_wire`).
+- `yunet_n_uint8/1/model.onnx`: the same graph wrapped for the wire (see `wrap_yunet_for_wire`):
+  uint8 NHWC pixels in, only the best PRE_NMS_TOP_K grid cells out (a quarter of 768x1024's).
 
 No hub download: the bytes come from the installed wheel and from a file already here.
 """
@@ -39,8 +40,8 @@ YUNET_WIRE_MODEL = Path("yunet_n_uint8") / "1" / "model.onnx"
 SHARED_YUNET = Path(__file__).resolve().parents[2] / "shared" / "models" / "yunet_n" / "yunet_n_dynamic.onnx"
 YUNET_STRIDES = (8, 16, 32)
 BGR_MEAN = (104.0, 117.0, 123.0)
-# A constant K for TopK, as TensorRT requires, and at most 3840 (TensorRT's TopK limit); every
-# canonical input shape has more anchors than this (the smallest, 256x1024, has 10,752).
+# A constant K for TopK, as TensorRT requires, and at most 3840 (TensorRT's TopK limit): the
+# candidates each uint8 graph answers per image (zero rows past an input's own, where it has fewer).
 PRE_NMS_TOP_K = 3840
 
 
@@ -71,7 +72,7 @@ def wrap_for_wire(original: bytes) -> bytes:
     In:  `input` uint8 [N, H, W, 3], BGR pixels (pad with the mean colour: zero once centred).
     Out: `scores` float32 [N, K] (face probability, descending), `anchor_index` int32 [N, K],
          `loc` float32 [N, K, 4] and `landmarks` float32 [N, K, 10] for those anchors,
-         K = PRE_NMS_TOP_K (the input needs at least K anchors: both sides 256 or more, one 1024).
+         K = PRE_NMS_TOP_K (an input of fewer anchors answers zero rows past them).
 
     Built for TensorRT through ONNX Runtime: the uint8 input's only consumer is a Cast (TensorRT
     takes uint8 only as a network input feeding a Cast), and TopK's K is a constant.
@@ -86,14 +87,9 @@ def wrap_for_wire(original: bytes) -> bytes:
     for node in graph.node:
         node.input[:] = ["centred_nchw" if name == raw_input.name else name for name in node.input]
         node.output[:] = [f"all_{name}" if name in ("loc", "conf", "landmarks") else name for name in node.output]
-    constants = {
-        "bgr_mean": np.array(BGR_MEAN, np.float32).reshape(1, 3, 1, 1),
-        "top_k": np.array([PRE_NMS_TOP_K], np.int64),
-        "face_class": np.array(1, np.int64),
-        "box_width": np.array([1, 1, 4], np.int64),
-        "landmark_width": np.array([1, 1, 10], np.int64),
-    }
+    constants = {"bgr_mean": np.array(BGR_MEAN, np.float32).reshape(1, 3, 1, 1), "face_class": np.array(1, np.int64)}
     graph.initializer.extend(numpy_helper.from_array(value, name) for name, value in constants.items())
+    graph.initializer.extend(selection_constants())
     before = [
         helper.make_node("Cast", ["input"], ["pixels_float"], to=TensorProto.FLOAT),
         helper.make_node("Transpose", ["pixels_float"], ["pixels_nchw"], perm=[0, 3, 1, 2]),
@@ -101,21 +97,61 @@ def wrap_for_wire(original: bytes) -> bytes:
     ]
     after = [
         helper.make_node("Gather", ["all_conf", "face_class"], ["face_scores"], axis=2),
-        helper.make_node("TopK", ["face_scores", "top_k"], ["scores", "top_index"], axis=1),
+        *best_candidates("face_scores", "all_loc", "all_landmarks"),
+    ]
+    outputs = best_outputs()
+    return wrapped(model, before, after, outputs)
+
+
+def selection_constants() -> list:
+    """The initializers `best_candidates` reads: K (a constant, as TensorRT requires) and the
+    widths its indices are expanded to."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    constants = {
+        "top_k": np.array([PRE_NMS_TOP_K], np.int64),
+        "box_width": np.array([1, 1, 4], np.int64),
+        "landmark_width": np.array([1, 1, 10], np.int64),
+        "pad_scores": np.array([0, 0, 0, PRE_NMS_TOP_K], np.int64),
+        "pad_rows": np.array([0, 0, 0, 0, PRE_NMS_TOP_K, 0], np.int64),
+    }
+    return [numpy_helper.from_array(value, name) for name, value in constants.items()]
+
+
+def best_candidates(scores: str, loc: str, landmarks: str) -> list:
+    """Nodes keeping the PRE_NMS_TOP_K best candidates of `scores` [N, C] (descending) and their
+    `loc` [N, C, 4] and `landmarks` [N, C, 10], as `best_outputs` names them, with each one's index.
+    Each is padded with K zero rows first, so an input with fewer than K candidates (a narrow
+    picture at a small FACECROP_TARGET_SIZE or pad multiple) still has K: their indices are C and
+    more, which the decoders leave out."""
+    from onnx import TensorProto, helper
+
+    return [
+        helper.make_node("Pad", [scores, "pad_scores"], ["padded_scores"], mode="constant"),
+        helper.make_node("Pad", [loc, "pad_rows"], ["padded_loc"], mode="constant"),
+        helper.make_node("Pad", [landmarks, "pad_rows"], ["padded_landmarks"], mode="constant"),
+        helper.make_node("TopK", ["padded_scores", "top_k"], ["scores", "top_index"], axis=1),
         helper.make_node("Cast", ["top_index"], ["anchor_index"], to=TensorProto.INT32),
         helper.make_node("Unsqueeze", ["top_index"], ["top_index_3d"], axes=[2]),
         helper.make_node("Expand", ["top_index_3d", "box_width"], ["box_index"]),
-        helper.make_node("GatherElements", ["all_loc", "box_index"], ["loc"], axis=1),
+        helper.make_node("GatherElements", ["padded_loc", "box_index"], ["loc"], axis=1),
         helper.make_node("Expand", ["top_index_3d", "landmark_width"], ["landmark_index"]),
-        helper.make_node("GatherElements", ["all_landmarks", "landmark_index"], ["landmarks"], axis=1),
+        helper.make_node("GatherElements", ["padded_landmarks", "landmark_index"], ["landmarks"], axis=1),
     ]
-    outputs = [
+
+
+def best_outputs() -> list:
+    """The outputs of `best_candidates`: `scores` float32 [N, K] (descending), `anchor_index` int32
+    [N, K] (the candidate's prior: anchor or grid cell), `loc` [N, K, 4] and `landmarks` [N, K, 10]."""
+    from onnx import TensorProto, helper
+
+    return [
         helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", "top_k"]),
         helper.make_tensor_value_info("anchor_index", TensorProto.INT32, ["batch", "top_k"]),
         helper.make_tensor_value_info("loc", TensorProto.FLOAT, ["batch", "top_k", 4]),
         helper.make_tensor_value_info("landmarks", TensorProto.FLOAT, ["batch", "top_k", 10]),
     ]
-    return wrapped(model, before, after, outputs)
 
 
 def yunet_bytes(repository: Path, given: Path | None) -> bytes:
@@ -135,16 +171,18 @@ def yunet_bytes(repository: Path, given: Path | None) -> bytes:
 
 
 def wrap_yunet_for_wire(original: bytes) -> bytes:
-    """YuNet-n (opset 11) with the layout change before it and the grids joined after it.
+    """YuNet-n (opset 11) with the layout change before it and the grids joined, scored and cut
+    to the best candidates after it.
 
     In:  `input` uint8 [N, H, W, 3], BGR pixels, H and W multiples of 32 (no mean: YuNet takes 0-255).
-    Out: for every cell of the stride-8, 16 and 32 grids in order, `scores` float32 [N, C]
-         (class x objectness, each clipped to 0-1), `loc` [N, C, 4] and `landmarks` [N, C, 10]
-         (the raw regressions; gateway/detection/yunet.py decodes them).
+    Out: the PRE_NMS_TOP_K best cells of the stride-8, 16 and 32 grids (`best_outputs`): their
+         score (class x objectness, each clipped to 0-1), index (the cell, the grids in order),
+         raw box and landmark regressions (gateway/detection/yunet.py decodes them); an input of
+         fewer cells than K (256x640 has 3,360) answers zero rows past them.
     """
     import numpy as np
     import onnx
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
     model = onnx.load_from_string(original)
     graph = model.graph
@@ -157,10 +195,11 @@ def wrap_yunet_for_wire(original: bytes) -> bytes:
         [
             numpy_helper.from_array(np.array(0, np.float32), "zero"),
             numpy_helper.from_array(np.array(1, np.float32), "one"),
+            *selection_constants(),
         ]
     )
     before = [
-        helper.make_node("Cast", ["input"], ["pixels_float"], to=TensorProto.FLOAT),
+        helper.make_node("Cast", ["input"], ["pixels_float"], to=onnx.TensorProto.FLOAT),
         helper.make_node("Transpose", ["pixels_float"], ["pixels_nchw"], perm=[0, 3, 1, 2]),
     ]
     after = []
@@ -172,16 +211,12 @@ def wrap_yunet_for_wire(original: bytes) -> bytes:
         ]
     after += [
         helper.make_node("Concat", [f"score_{s}" for s in YUNET_STRIDES], ["scores_3d"], axis=1),
-        helper.make_node("Squeeze", ["scores_3d"], ["scores"], axes=[2]),
-        helper.make_node("Concat", [f"raw_bbox_{s}" for s in YUNET_STRIDES], ["loc"], axis=1),
-        helper.make_node("Concat", [f"raw_kps_{s}" for s in YUNET_STRIDES], ["landmarks"], axis=1),
+        helper.make_node("Squeeze", ["scores_3d"], ["all_scores"], axes=[2]),
+        helper.make_node("Concat", [f"raw_bbox_{s}" for s in YUNET_STRIDES], ["all_loc"], axis=1),
+        helper.make_node("Concat", [f"raw_kps_{s}" for s in YUNET_STRIDES], ["all_landmarks"], axis=1),
+        *best_candidates("all_scores", "all_loc", "all_landmarks"),
     ]
-    outputs = [
-        helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", "cells"]),
-        helper.make_tensor_value_info("loc", TensorProto.FLOAT, ["batch", "cells", 4]),
-        helper.make_tensor_value_info("landmarks", TensorProto.FLOAT, ["batch", "cells", 10]),
-    ]
-    return wrapped(model, before, after, outputs)
+    return wrapped(model, before, after, best_outputs())
 
 
 def wrapped(model, before: list, after: list, outputs: list) -> bytes:

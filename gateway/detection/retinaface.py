@@ -12,14 +12,21 @@ from functools import lru_cache
 import numpy as np
 
 from gateway.detection.detections import Detections
-from gateway.triton.wire import ModelOutputs, OutputLayout, WireFormat
+from gateway.triton.wire import (
+    BEST_CANDIDATES,
+    TOP_K,
+    ModelOutputs,
+    OutputLayout,
+    WireFormat,
+    best_candidates,
+    best_candidates_layout,
+)
 
 BGR_MEAN = (104, 117, 123)
 ANCHOR_STEPS = (8, 16, 32)  # the model's strides: two anchors per cell of each level
 MIN_SIZES = ((16, 32), (64, 128), (256, 512))
 VARIANCES = (0.1, 0.2)
-TOP_K = 3840  # the uint8 model's constant TopK K (scripts/fetch_model.py): anchors out per image
-PRE_NMS_TOP_K = TOP_K  # the uint8 model's cut; the same for float32
+PRE_NMS_TOP_K = TOP_K  # the uint8 model's cut (its TopK), made by the gateway for float32
 
 
 def anchor_count(height: int, width: int) -> int:
@@ -59,32 +66,19 @@ def decode_landmarks(offsets: np.ndarray, anchors: np.ndarray) -> np.ndarray:
 
 def candidates(outputs: ModelOutputs, input_shape: tuple[int, int], min_score: float) -> Detections:
     """The best PRE_NMS_TOP_K anchors scoring at least `min_score`, decoded to model-input pixels."""
-    scores = outputs.scores
-    chosen = np.flatnonzero(scores >= min_score)
+    scores, every = outputs.scores, priors(*input_shape)
+    chosen = np.flatnonzero((scores >= min_score) & (outputs.anchor_index < len(every)))  # not the graph's padding
     chosen = chosen[np.argsort(-scores[chosen], kind="stable")[:PRE_NMS_TOP_K]]
-    anchors = priors(*input_shape)[outputs.anchor_index[chosen]]
+    anchors = every[outputs.anchor_index[chosen]]
     size = np.array([input_shape[1], input_shape[0]], dtype=np.float32)
     boxes = decode_boxes(outputs.loc[chosen], anchors) * np.tile(size, 2)
     landmarks = decode_landmarks(outputs.landmarks[chosen], anchors) * size
     return Detections(scores[chosen], boxes, landmarks)
 
 
-def _best_anchors(named: dict[str, np.ndarray]) -> ModelOutputs:
-    return ModelOutputs(named["anchor_index"], named["scores"], named["loc"], named["landmarks"])
-
-
 def _every_anchor(named: dict[str, np.ndarray]) -> ModelOutputs:
     conf = named["conf"]
     return ModelOutputs(np.arange(len(conf)), conf[:, 1], named["loc"], named["landmarks"])
-
-
-def _best_anchors_layout(_height: int, _width: int) -> OutputLayout:
-    return (
-        ("scores", (TOP_K,), np.float32),
-        ("anchor_index", (TOP_K,), np.int32),
-        ("loc", (TOP_K, 4), np.float32),
-        ("landmarks", (TOP_K, 10), np.float32),
-    )
 
 
 def _every_anchor_layout(height: int, width: int) -> OutputLayout:
@@ -102,9 +96,9 @@ WIRE_FORMATS = {
         np.uint8,
         "UINT8",
         True,
-        ("scores", "anchor_index", "loc", "landmarks"),
-        _best_anchors,
-        _best_anchors_layout,
+        BEST_CANDIDATES,
+        best_candidates,
+        best_candidates_layout,
         BGR_MEAN,
     ),
     "float32": WireFormat(

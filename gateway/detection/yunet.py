@@ -13,7 +13,15 @@ from functools import lru_cache
 import numpy as np
 
 from gateway.detection.detections import Detections
-from gateway.triton.wire import ModelOutputs, OutputLayout, WireFormat
+from gateway.triton.wire import (
+    BEST_CANDIDATES,
+    TOP_K,
+    ModelOutputs,
+    OutputLayout,
+    WireFormat,
+    best_candidates,
+    best_candidates_layout,
+)
 
 STRIDES = (8, 16, 32)
 # YuNet's scores on RetinaFace's scale: a face YuNet scores RAW_SCORES[i] gets the score at which
@@ -55,12 +63,12 @@ def calibrated(raw: np.ndarray) -> np.ndarray:
 
 
 def candidates(outputs: ModelOutputs, input_shape: tuple[int, int], min_score: float) -> Detections:
-    """The cells scoring at least `min_score` (on RetinaFace's scale), best first, decoded to
-    model-input pixels."""
-    scores = calibrated(outputs.scores)
-    chosen = np.flatnonzero(scores >= min_score)
-    chosen = chosen[np.argsort(-scores[chosen], kind="stable")]
-    cells = grid(*input_shape)[outputs.anchor_index[chosen]]
+    """The best TOP_K cells scoring at least `min_score` (on RetinaFace's scale), best first,
+    decoded to model-input pixels."""
+    scores, every = calibrated(outputs.scores), grid(*input_shape)
+    chosen = np.flatnonzero((scores >= min_score) & (outputs.anchor_index < len(every)))  # not the graph's padding
+    chosen = chosen[np.argsort(-scores[chosen], kind="stable")[:TOP_K]]  # the uint8 graph's cut, for float32 too
+    cells = every[outputs.anchor_index[chosen]]
     corner, stride = cells[:, :2], cells[:, 2:]
     loc = outputs.loc[chosen]
     centres = (loc[:, :2] + corner) * stride
@@ -72,16 +80,6 @@ def candidates(outputs: ModelOutputs, input_shape: tuple[int, int], min_score: f
 def face_scores(classes: np.ndarray, objectness: np.ndarray) -> np.ndarray:
     """A cell's face score: its class and objectness scores, each clipped to 0-1, multiplied."""
     return np.clip(classes, 0, 1) * np.clip(objectness, 0, 1)
-
-
-def _every_cell(named: dict[str, np.ndarray]) -> ModelOutputs:
-    scores = named["scores"]
-    return ModelOutputs(np.arange(len(scores)), scores, named["loc"], named["landmarks"])
-
-
-def _every_cell_layout(height: int, width: int) -> OutputLayout:
-    count = sum(cell_counts(height, width))
-    return (("scores", (count,), np.float32), ("loc", (count, 4), np.float32), ("landmarks", (count, 10), np.float32))
 
 
 RAW_WIDTHS = {"cls": 1, "obj": 1, "bbox": 4, "kps": 10}  # the original graph's outputs, per stride
@@ -105,8 +103,8 @@ def _raw_layout(height: int, width: int) -> OutputLayout:
     )
 
 
-# uint8: pixels in, every cell's score, box and landmark regressions out (`yunet_n_uint8`,
-# built by scripts/fetch_model.py); float32: the original graph's twelve outputs (`yunet_n`).
+# uint8: pixels in, the best TOP_K cells' scores, box and landmark regressions out (`yunet_n_uint8`,
+# built by scripts/fetch_model.py); float32: the original graph's twelve outputs (`yunet_n`), every cell.
 WIRE_FORMATS = {
     "uint8": WireFormat(
         "uint8",
@@ -114,9 +112,9 @@ WIRE_FORMATS = {
         np.uint8,
         "UINT8",
         True,
-        ("scores", "loc", "landmarks"),
-        _every_cell,
-        _every_cell_layout,
+        BEST_CANDIDATES,
+        best_candidates,
+        best_candidates_layout,
         GREY,
     ),
     "float32": WireFormat(

@@ -17,6 +17,9 @@ import numpy as np
 
 INPUT_NAME = "input"
 WIRE_FORMAT_NAMES = ("uint8", "float32")
+# The candidates a uint8 graph answers per image, best first (scripts/fetch_model.py's TopK, a
+# constant within TensorRT's limit of 3840): a face detector's decoder needs no more.
+TOP_K = 3840
 
 # Per image, each output's shape after the batch dimension and its dtype, for an input of (H, W).
 OutputLayout = tuple[tuple[str, tuple[int, ...], type[np.generic]], ...]
@@ -47,6 +50,23 @@ class Batch:
     tensor: np.ndarray
     submit: Callable[[], Pending]
     run: Callable[[], list[ModelOutputs]]
+
+
+def best_candidates(named: dict[str, np.ndarray]) -> ModelOutputs:
+    """A uint8 graph's best TOP_K candidates: their prior's index, score and regressions."""
+    return ModelOutputs(named["anchor_index"], named["scores"], named["loc"], named["landmarks"])
+
+
+def best_candidates_layout(_height: int, _width: int) -> OutputLayout:
+    return (
+        ("scores", (TOP_K,), np.float32),
+        ("anchor_index", (TOP_K,), np.int32),
+        ("loc", (TOP_K, 4), np.float32),
+        ("landmarks", (TOP_K, 10), np.float32),
+    )
+
+
+BEST_CANDIDATES = ("scores", "anchor_index", "loc", "landmarks")  # a uint8 graph's outputs
 
 
 @dataclass(frozen=True)

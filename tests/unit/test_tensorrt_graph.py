@@ -1,17 +1,19 @@
 """What TensorRT (through ONNX Runtime's TensorRT provider) needs of each served graph,
-checked without a GPU: uint8 only into a Cast, a constant TopK K within TensorRT's limit,
-and a profile for every dynamic input."""
+checked without a GPU: uint8 only into a Cast, a constant TopK K within TensorRT's limit (and
+K rows for an input with fewer candidates), and a profile for every dynamic input."""
 
 from __future__ import annotations
 
 import numpy as np
 import onnx
+import onnxruntime
 import pytest
 from onnx import TensorProto, numpy_helper
 
-from gateway.detection.detectors import every_wire_format
-from gateway.detection.preprocess import canonical_shape
+from gateway.detection.detectors import KINDS, every_wire_format
 from gateway.detection.retinaface import PRE_NMS_TOP_K, priors
+from gateway.detection.yunet import cell_counts
+from gateway.triton.wire import TOP_K
 from local_triton.processes import PRODUCTION_REPOSITORY
 from local_triton.render import load_config
 
@@ -68,9 +70,23 @@ def test_top_k_is_a_constant_within_tensorrts_limit(model):
         assert k <= TENSORRT_MAX_TOP_K and k == PRE_NMS_TOP_K
 
 
-def test_every_canonical_shape_has_at_least_k_anchors():
-    shapes = {canonical_shape(h, 1024, 1024, 256) for h in range(1, 1025)}
-    assert min(len(priors(h, w)) for h, w in shapes | {(w, h) for h, w in shapes}) >= PRE_NMS_TOP_K
+@pytest.mark.parametrize("detector", ["retinaface", "yunet"])
+@pytest.mark.parametrize("shape", [(256, 640), (64, 96)])
+def test_a_uint8_graph_answers_k_rows_even_for_an_input_with_fewer_candidates(detector, shape):
+    """detail=fast's narrowest shape (256x640: YuNet has 3,360 cells) and a tiny one (a small pad
+    multiple, where RetinaFace has 252 anchors): TopK's constant K still has K rows, the padding's
+    zero rows past the input's own, which the decoder leaves out even at min_confidence 0."""
+    kind = KINDS[detector]
+    wire = kind.wire_formats["uint8"]
+    session = onnxruntime.InferenceSession(str(PRODUCTION_REPOSITORY / wire.model_name / "1" / "model.onnx"))
+    pixels = np.random.default_rng(0).integers(0, 255, (1, *shape, 3), dtype=np.uint8)
+    named = dict(zip(wire.output_names, session.run(list(wire.output_names), {"input": pixels})))
+    [outputs] = wire.outputs(named)
+    own = len(priors(*shape)) if detector == "retinaface" else sum(cell_counts(*shape))
+    assert len(outputs.scores) == TOP_K
+    padding = outputs.anchor_index >= own
+    assert padding.sum() == max(0, TOP_K - own) and not outputs.scores[padding].any()
+    assert len(kind.candidates(outputs, shape, 0.0)) == min(own, TOP_K)  # real candidates, none of the padding
 
 
 @pytest.mark.parametrize("model", MODELS)
