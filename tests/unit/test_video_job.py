@@ -61,3 +61,27 @@ def test_a_face_is_placed_by_how_far_each_sighting_is():
     np.testing.assert_allclose(found, face(105)[0])
     [found] = held([empty, face(90)], empty, [empty, face(120)])  # -1 and +2: one frame of three
     np.testing.assert_allclose(found, face(100)[0])
+
+
+def test_same_faces_at_each_edge_of_the_rule_and_for_boxes_off_the_origin():
+    """One face: centres less than half the shorter side apart, sides less than 1.5x each other;
+    each side measured as its own box's (boxes placed away from the origin, one tall, one wide)."""
+
+    def rect(x: float, y: float, w: float, h: float) -> list[float]:
+        return [x, y, x + w, y + h, 0.9]
+
+    a = np.array([rect(200, 300, 40, 60)])  # shorter side 40: centres within 20
+    near = np.array([rect(219.9, 300, 40, 60), rect(220, 300, 40, 60), rect(200, 319.9, 60, 40)])
+    assert same_faces(a, near).tolist() == [[True, False, True]]
+    sized = np.array([rect(200, 300, 59.9, 80), rect(190, 290, 60, 80), rect(200, 300, 40, 60)])
+    assert same_faces(a, sized).tolist() == [[True, False, True]]  # 59.9 < 1.5 x 40; 60 is not
+    tiny = np.array([rect(500, 500, 0.5, 0.5)])  # under a pixel: the same rule, not a pixel's
+    assert same_faces(tiny, np.array([rect(500, 500, 0.7, 0.7), rect(500, 500, 0.8, 0.8)])).tolist() == [[True, False]]
+
+
+def test_each_missing_face_is_carried_once_even_when_seen_in_several_frames_after():
+    """A face missed now, seen before and in both frames after, is carried once (from the nearest
+    sighting after), not once per later frame."""
+    empty = np.zeros((0, 5))
+    face = np.array([box(100, 50, side=80)])
+    assert len(held([face], empty, [face, face])) == 1
