@@ -140,3 +140,28 @@ def test_the_video_verdicts_are_judged_on_the_worst_clip():
         verdicts = judged([*good, row])
         assert not verdicts[broken].met and "(meeting)" in verdicts[broken].figure, verdicts[broken]
         assert all(v.met for name, v in verdicts.items() if name != broken)
+
+
+def test_the_verdict_table_lists_the_newest_issue_first_in_recorded_order_and_counts_what_was_met():
+    from bench.verdicts import Verdict, record, verdict_table
+
+    verdicts = [
+        Verdict("#9", "old target", "1.0", True),
+        Verdict("#44", "first of 44", "2.0", False),
+        Verdict("#44", "second of 44", "3.0", True),
+        Verdict("#10", "middle", "4.0", True),
+    ]
+    lines = verdict_table(verdicts).splitlines()
+    assert lines[:2] == ["| issue | target | this run | |", "|---|---|---|---|"]
+    assert lines[2:6] == [
+        "| #44 | first of 44 | 2.0 | **not met** |",
+        "| #44 | second of 44 | 3.0 | met |",
+        "| #10 | middle | 4.0 | met |",
+        "| #9 | old target | 1.0 | met |",
+    ]
+    assert lines[-1] == "3 of 4 targets met in this run."
+    from bench.verdicts import RECORDED
+
+    before = len(RECORDED)
+    assert record("#1", "t", "f", 0) is False and RECORDED[-1] == Verdict("#1", "t", "f", False)
+    del RECORDED[before:]
