@@ -253,10 +253,8 @@ def _tiled_pass(
         scaled = apply_orientation(rescale(image.stored, relative), image.orientation)
     tiling = plan_tiles((scaled.shape[0], scaled.shape[1]), settings.target_size, TILE_MIN_OVERLAP, relative)
     size = (settings.target_size,) * 2
-    fill = tiles_of(scaled, tiling, timer)
-    del scaled  # held by `fill` alone, dropped once the tiles are filled
-    with submitted(models, len(tiling.origins), size, fill, timer) as pending:
-        del fill
+    with submitted(models, len(tiling.origins), size, tiles_of(scaled, tiling, timer), timer) as pending:
+        del scaled  # the tiles are filled: not kept while waiting
         outputs = answers(pending, timer)
     with timer.stage("postprocess"):
         found = {

@@ -12,15 +12,7 @@ from functools import lru_cache
 import numpy as np
 
 from gateway.detection.detections import Detections
-from gateway.triton.wire import (
-    BEST_CANDIDATES,
-    TOP_K,
-    ModelOutputs,
-    OutputLayout,
-    WireFormat,
-    best_candidates,
-    best_candidates_layout,
-)
+from gateway.triton.wire import TOP_K, ModelOutputs, OutputLayout, WireFormat, best_candidates_format
 
 BGR_MEAN = (104, 117, 123)
 ANCHOR_STEPS = (8, 16, 32)  # the model's strides: two anchors per cell of each level
@@ -90,17 +82,7 @@ def _every_anchor_layout(height: int, width: int) -> OutputLayout:
 # built by scripts/fetch_model.py); float32: pixels minus the mean in, every anchor out
 # (`retinaface`, the original graph).
 WIRE_FORMATS = {
-    "uint8": WireFormat(
-        "uint8",
-        "retinaface_uint8",
-        np.uint8,
-        "UINT8",
-        True,
-        BEST_CANDIDATES,
-        best_candidates,
-        best_candidates_layout,
-        BGR_MEAN,
-    ),
+    "uint8": best_candidates_format("retinaface_uint8", BGR_MEAN),
     "float32": WireFormat(
         "float32",
         "retinaface",

@@ -13,15 +13,7 @@ from functools import lru_cache
 import numpy as np
 
 from gateway.detection.detections import Detections
-from gateway.triton.wire import (
-    BEST_CANDIDATES,
-    TOP_K,
-    ModelOutputs,
-    OutputLayout,
-    WireFormat,
-    best_candidates,
-    best_candidates_layout,
-)
+from gateway.triton.wire import TOP_K, ModelOutputs, OutputLayout, WireFormat, best_candidates_format
 
 STRIDES = (8, 16, 32)
 # YuNet's scores on RetinaFace's scale: a face YuNet scores RAW_SCORES[i] gets the score at which
@@ -106,17 +98,7 @@ def _raw_layout(height: int, width: int) -> OutputLayout:
 # uint8: pixels in, the best TOP_K cells' scores, box and landmark regressions out (`yunet_n_uint8`,
 # built by scripts/fetch_model.py); float32: the original graph's twelve outputs (`yunet_n`), every cell.
 WIRE_FORMATS = {
-    "uint8": WireFormat(
-        "uint8",
-        "yunet_n_uint8",
-        np.uint8,
-        "UINT8",
-        True,
-        BEST_CANDIDATES,
-        best_candidates,
-        best_candidates_layout,
-        GREY,
-    ),
+    "uint8": best_candidates_format("yunet_n_uint8", GREY),
     "float32": WireFormat(
         "float32", "yunet_n", np.float32, "FP32", False, RAW_OUTPUTS, _raw_outputs, _raw_layout, BLACK
     ),

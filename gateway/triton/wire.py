@@ -52,23 +52,6 @@ class Batch:
     run: Callable[[], list[ModelOutputs]]
 
 
-def best_candidates(named: dict[str, np.ndarray]) -> ModelOutputs:
-    """A uint8 graph's best TOP_K candidates: their prior's index, score and regressions."""
-    return ModelOutputs(named["anchor_index"], named["scores"], named["loc"], named["landmarks"])
-
-
-def best_candidates_layout(_height: int, _width: int) -> OutputLayout:
-    return (
-        ("scores", (TOP_K,), np.float32),
-        ("anchor_index", (TOP_K,), np.int32),
-        ("loc", (TOP_K, 4), np.float32),
-        ("landmarks", (TOP_K, 10), np.float32),
-    )
-
-
-BEST_CANDIDATES = ("scores", "anchor_index", "loc", "landmarks")  # a uint8 graph's outputs
-
-
 @dataclass(frozen=True)
 class WireFormat:
     """A model's input layout and outputs, and how one image's outputs become ModelOutputs."""
@@ -93,3 +76,32 @@ class WireFormat:
     def output_bytes(self, height: int, width: int) -> int:
         """Bytes of one image's outputs for an (H, W) input."""
         return sum(math.prod(shape) * np.dtype(dtype).itemsize for _, shape, dtype in self.layout(height, width))
+
+
+def _best_candidates(named: dict[str, np.ndarray]) -> ModelOutputs:
+    return ModelOutputs(named["anchor_index"], named["scores"], named["loc"], named["landmarks"])
+
+
+def _best_candidates_layout(_height: int, _width: int) -> OutputLayout:
+    return (
+        ("scores", (TOP_K,), np.float32),
+        ("anchor_index", (TOP_K,), np.int32),
+        ("loc", (TOP_K, 4), np.float32),
+        ("landmarks", (TOP_K, 10), np.float32),
+    )
+
+
+def best_candidates_format(model_name: str, mean: tuple[int, int, int]) -> WireFormat:
+    """The `uint8` format of a graph scripts/fetch_model.py builds: NHWC uint8 pixels in (padded with
+    `mean`), its best TOP_K candidates out: their prior's index, score and regressions."""
+    return WireFormat(
+        "uint8",
+        model_name,
+        np.uint8,
+        "UINT8",
+        True,
+        ("scores", "anchor_index", "loc", "landmarks"),
+        _best_candidates,
+        _best_candidates_layout,
+        mean,
+    )
