@@ -8,7 +8,7 @@ import numpy as np
 import onnxruntime
 
 from gateway.detection.model import in_process_batch
-from gateway.triton.wire import INPUT_NAME, Batch, ModelOutputs, WireFormat
+from gateway.triton.wire import INPUT_NAME, Answer, Batch, WireFormat
 from local_triton.processes import PRODUCTION_REPOSITORY
 
 
@@ -26,7 +26,7 @@ class OnnxModel:
     def run(self, tensor: np.ndarray) -> list[np.ndarray]:
         return self.session.run(list(self.wire.output_names), {INPUT_NAME: tensor})
 
-    def __call__(self, tensor: np.ndarray) -> list[ModelOutputs]:
+    def __call__(self, tensor: np.ndarray) -> list[Answer]:
         return self.wire.outputs(dict(zip(self.wire.output_names, self.run(tensor))))
 
     def batch(self, shape: tuple[int, ...]) -> AbstractContextManager[Batch]:

@@ -48,10 +48,13 @@ def triton_model(settings: Settings, wire: WireFormat) -> TritonModel:
 
 def create_app(settings: Settings | None = None, model_for: Callable[[WireFormat], Model] | None = None) -> Flask:
     """Build the gateway; each served model (FACECROP_DETECTORS) is `model_for(its wire format)`,
-    by default the Triton model of that name."""
+    by default the Triton model of that name, where the joint models answer for their parts."""
     settings = settings or Settings.from_env()
     detectors = serve(
-        settings.detectors, settings.wire_format, model_for or (lambda wire: triton_model(settings, wire))
+        settings.detectors,
+        settings.wire_format,
+        model_for or (lambda wire: triton_model(settings, wire)),
+        settings.joint_models() if model_for is None else (),  # joint models are Triton's ensembles
     )
     app = Flask(__name__)
     app.request_class = InMemoryRequest

@@ -10,7 +10,7 @@ from dataclasses import Field, dataclass, field, fields
 from typing import Any
 
 from gateway.decode import MAX_SIDE
-from gateway.detection.detectors import KINDS, every_wire_format
+from gateway.detection.detectors import JOINT, KINDS, JointModel, every_wire_format
 from gateway.imaging.animation import MAX_ANIMATION_PIXELS
 from gateway.placement import SIZE_POWER
 from gateway.triton.wire import WIRE_FORMAT_NAMES
@@ -50,8 +50,9 @@ class Settings:
     model_names: Mapping[str, str] = setting(
         {},
         "comma-separated `model=name` pairs: a served model under another name in Triton's repository, e.g. "
-        "`yunet_n_uint8=my_yunet` (your own ONNX with the same inputs and outputs); a model no wire format "
-        "has, or a word without `=`, stops the gateway at start-up",
+        "`yunet_n_uint8=my_yunet` (your own ONNX with the same inputs and outputs; each model then gets its own "
+        "request, unless `faces_uint8`, the ensemble of both, is renamed too); a model no wire format has, or a "
+        "word without `=`, stops the gateway at start-up",
     )
     target_size: int = setting(1024, "long side images are scaled to (a multiple of 32)")
     pad_multiple: int = setting(256, "short side padded up to a multiple of this (a multiple of 32)")
@@ -146,7 +147,7 @@ class Settings:
         unknown = [name for name in self.detectors if name not in KINDS]
         if unknown or not self.detectors or len(set(self.detectors)) < len(self.detectors):
             raise ValueError(f"FACECROP_DETECTORS must name some of {', '.join(KINDS)}, each once")
-        known = {wire.model_name for wire in every_wire_format()}
+        known = {wire.model_name for wire in every_wire_format()} | {model.name for model in JOINT}
         if set(self.model_names) - known:
             raise ValueError(f"FACECROP_MODEL_NAMES renames models among {', '.join(sorted(known))}")
         if self.triton_shm not in ("auto", "on", "off"):
@@ -167,6 +168,17 @@ class Settings:
     def model_name(self, detector: str) -> str:
         """The Triton model serving `detector` in this wire format."""
         return self.triton_name(KINDS[detector].wire_formats[self.wire_format].model_name)
+
+    def joint_models(self) -> tuple[JointModel, ...]:
+        """The joint models that answer for their parts in one request: each of JOINT unless one of
+        its parts is renamed and it is not (the repository's ensemble runs the repository's models)."""
+        renamed = set(self.model_names)
+        return tuple(
+            model
+            for model in JOINT
+            if model.name in renamed
+            or not renamed & {KINDS[part].wire_formats[model.wire_format].model_name for part in model.parts}
+        )
 
     def triton_name(self, model: str) -> str:
         """The name Triton has `model` under (FACECROP_MODEL_NAMES, else its own)."""

@@ -10,6 +10,8 @@ what the local `tritonserver` cannot run and nothing the gateway can see:
 - `KIND_GPU` instance groups become `KIND_CPU` instances (one by default);
 - GPU execution accelerators (TensorRT, CUDA options) under `optimization` are dropped.
 
+An ensemble (one request for several models) runs on any Triton as it is: copied unchanged.
+
 Name, inputs, outputs, `max_batch_size`, dynamic batching and warmup are kept as they are.
 """
 
@@ -22,6 +24,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 PYTHON_MODEL = Path(__file__).with_name("model.py")
+ENSEMBLE = "ensemble"
 
 
 def load_config(path: Path) -> model_config_pb2.ModelConfig:
@@ -32,9 +35,11 @@ def load_config(path: Path) -> model_config_pb2.ModelConfig:
 def local_config(
     production: model_config_pb2.ModelConfig, intra_op_threads: int, instances: int = 1
 ) -> model_config_pb2.ModelConfig:
-    """The Python-backend, CPU-only variant of a production ONNX Runtime config."""
+    """The Python-backend, CPU-only variant of a production ONNX Runtime config (an ensemble as it is)."""
     config = model_config_pb2.ModelConfig()
     config.CopyFrom(production)
+    if config.platform == ENSEMBLE:
+        return config
     config.ClearField("platform")
     config.backend = "python"
     config.ClearField("optimization")
@@ -84,6 +89,8 @@ def render_repository(production_repo: Path, local_repo: Path, intra_op_threads:
         config = local_config(load_config(config_path), intra_op_threads, instances)
         for version_dir in sorted(p for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit()):
             (target / version_dir.name).mkdir(parents=True)
+            if config.platform == ENSEMBLE:
+                continue  # its version folder is empty
             shutil.copy(PYTHON_MODEL, target / version_dir.name / "model.py")
             (target / version_dir.name / "model.onnx").symlink_to((version_dir / "model.onnx").resolve())
         (target / "config.pbtxt").write_text(text_format.MessageToString(config))

@@ -17,6 +17,9 @@ Usage: python scripts/fetch_model.py [MODEL_REPOSITORY] [--yunet FILE]   (defaul
 - `yunet_n_uint8/1/model.onnx`: the same graph wrapped for the wire (see `wrap_yunet_for_wire`):
   uint8 NHWC pixels in, only the best PRE_NMS_TOP_K grid cells out (a quarter of 768x1024's).
 
+- `faces_uint8/1/`: empty; the ensemble that sends one input to both uint8 graphs has no file of
+  its own, but Triton needs its version folder.
+
 No hub download: the bytes come from the installed wheel and from a file already here.
 """
 
@@ -37,6 +40,7 @@ YUNET_ORIGIN = (
 )
 YUNET_MODEL = Path("yunet_n") / "1" / "model.onnx"
 YUNET_WIRE_MODEL = Path("yunet_n_uint8") / "1" / "model.onnx"
+ENSEMBLE_VERSION = Path("faces_uint8") / "1"
 SHARED_YUNET = Path(__file__).resolve().parents[2] / "shared" / "models" / "yunet_n" / "yunet_n_dynamic.onnx"
 YUNET_STRIDES = (8, 16, 32)
 BGR_MEAN = (104.0, 117.0, 123.0)
@@ -259,6 +263,7 @@ def install_models(repository: Path, yunet: Path | None = None) -> list[Path]:
     }
     for path, data in written.items():
         write_if_changed(repository / path, data)
+    (repository / ENSEMBLE_VERSION).mkdir(parents=True, exist_ok=True)
     return [repository / path for path in written]
 
 

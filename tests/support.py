@@ -27,7 +27,7 @@ from gateway.config import Settings
 from gateway.decode import DecodedImage, decode_image, read_header
 from gateway.detection.model import in_process_batch
 from gateway.detection.retinaface import WIRE_FORMATS
-from gateway.triton.wire import Batch, ModelOutputs, WireFormat
+from gateway.triton.wire import Answer, Batch, ModelOutputs, WireFormat
 from local_triton.processes import BUILD_DIR
 
 REPORT_LINES = pytest.StashKey[list[str]]()  # lines for the end of the terminal report
@@ -74,11 +74,11 @@ class NoFacesModel:
     def batch(self, shape: tuple[int, ...]) -> AbstractContextManager[Batch]:
         return in_process_batch(shape, self.wire.dtype, self.run)
 
-    def run(self, tensor: np.ndarray) -> list[ModelOutputs]:
+    def run(self, tensor: np.ndarray) -> list[Answer]:
         empty = ModelOutputs(
             np.zeros(0, np.int32), np.zeros(0, np.float32), np.zeros((0, 4), np.float32), np.zeros((0, 10), np.float32)
         )
-        return [empty] * len(tensor)
+        return [(empty,)] * len(tensor)
 
     def is_ready(self) -> bool:
         return True

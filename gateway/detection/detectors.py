@@ -1,5 +1,6 @@
 """The face models the gateway can run, each a wire format, a decoder and the passes it runs in (the
-policy), and those it serves. A model is its module (wire formats, decoder) and one line of KINDS."""
+policy), and those it serves; the joint models that answer for several of them in one request. A
+model is its module (wire formats, decoder) and one line of KINDS."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 from gateway.detection import retinaface, yunet
 from gateway.detection.detections import Detections
 from gateway.detection.model import Model
-from gateway.triton.wire import ModelOutputs, WireFormat
+from gateway.triton.wire import ModelOutputs, WireFormat, joint_format
 
 Decoder = Callable[[ModelOutputs, tuple[int, int], float], Detections]  # outputs, input (H, W), min score
 
@@ -37,6 +38,19 @@ KINDS = {
 
 
 @dataclass(frozen=True)
+class JointModel:
+    """A Triton ensemble answering, in one request, for several models that take the same input:
+    one picture sent, in one shared-memory region, where each model's own request would carry it."""
+
+    name: str  # in Triton's repository
+    wire_format: str
+    parts: tuple[str, ...]  # the models it answers for (KINDS' names), in its outputs' order
+
+
+JOINT = (JointModel("faces_uint8", "uint8", ("retinaface", "yunet")),)  # model_repository/faces_uint8
+
+
+@dataclass(frozen=True)
 class Detector:
     """A served face model: its decoder, the wire format it is sent, and the model answering."""
 
@@ -50,10 +64,30 @@ class Detector:
 
 
 @dataclass(frozen=True)
+class Call:
+    """One request of a pass: the model answering, its wire format, and the detectors it answers
+    for (in its Answer's order)."""
+
+    detectors: tuple[Detector, ...]
+    wire: WireFormat
+    model: Model
+
+
+@dataclass(frozen=True)
 class Detectors:
-    """The models a gateway serves (FACECROP_DETECTORS), in that order."""
+    """The models a gateway serves (FACECROP_DETECTORS), in that order, and the joint models that
+    answer for several of them at once."""
 
     served: tuple[Detector, ...]
+    joint: tuple[Call, ...] = ()
+
+    def calls(self, detectors: tuple[Detector, ...]) -> tuple[Call, ...]:
+        """The requests that run `detectors`: a joint model's for all of its parts where they all
+        run, each other detector's own."""
+        names = {d.name for d in detectors}
+        calls = [call for call in self.joint if {d.name for d in call.detectors} <= names]
+        joined = {d.name for call in calls for d in call.detectors}
+        return (*calls, *(Call((d,), d.wire, d.model) for d in detectors if d.name not in joined))
 
     def first_pass(self, detail: str) -> tuple[Detector, ...]:
         """The served models the first pass at `detail` runs; every served one where the policy
@@ -65,21 +99,33 @@ class Detectors:
         return tuple(d for d in self.served if d.kind.tiled) or self.served
 
     def is_ready(self) -> bool:
-        """Whether every served model can answer now."""
-        return all(d.model.is_ready() for d in self.served)
+        """Whether every served model, joint ones too, can answer now."""
+        return all(model.is_ready() for model in self.models)
 
     @property
     def models(self) -> tuple[Model, ...]:
-        return tuple(d.model for d in self.served)
+        return (*(d.model for d in self.served), *(call.model for call in self.joint))
 
 
-def serve(names: tuple[str, ...], wire_format: str, model_for: Callable[[WireFormat], Model]) -> Detectors:
-    """The named models in `wire_format`, each answered by `model_for(its wire)`."""
+def serve(
+    names: tuple[str, ...],
+    wire_format: str,
+    model_for: Callable[[WireFormat], Model],
+    joint: tuple[JointModel, ...] = (),
+) -> Detectors:
+    """The named models in `wire_format`, each answered by `model_for(its wire)`, and those of
+    `joint` whose parts are all served in that format, answered by `model_for` of theirs."""
     served = []
     for name in names:
         wire = KINDS[name].wire_formats[wire_format]
         served.append(Detector(KINDS[name], wire, model_for(wire)))
-    return Detectors(tuple(served))
+    calls = []
+    for model in joint:
+        parts = tuple(d for part in model.parts for d in served if d.name == part)
+        if model.wire_format == wire_format and len(parts) == len(model.parts):
+            wire = joint_format(model.name, tuple(d.wire for d in parts))
+            calls.append(Call(parts, wire, model_for(wire)))
+    return Detectors(tuple(served), tuple(calls))
 
 
 def every_wire_format() -> tuple[WireFormat, ...]:

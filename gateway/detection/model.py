@@ -10,7 +10,7 @@ from typing import Protocol
 
 import numpy as np
 
-from gateway.triton.wire import Batch, ModelOutputs
+from gateway.triton.wire import Answer, Batch
 
 
 class Model(Protocol):
@@ -27,22 +27,22 @@ class Model(Protocol):
 class Done:
     """A call that has already answered."""
 
-    outputs: list[ModelOutputs]
+    outputs: list[Answer]
 
-    def result(self) -> list[ModelOutputs]:
+    def result(self) -> list[Answer]:
         return self.outputs
 
 
 @contextmanager
 def in_process_batch(
-    shape: tuple[int, ...], dtype: type[np.generic], run: Callable[[np.ndarray], list[ModelOutputs]]
+    shape: tuple[int, ...], dtype: type[np.generic], run: Callable[[np.ndarray], list[Answer]]
 ) -> Iterator[Batch]:
     """A batch in ordinary memory, run by `run` when submitted (models in the same process)."""
     tensor = np.empty(shape, dtype)
     yield Batch(tensor, lambda: Done(run(tensor)), lambda: run(tensor))
 
 
-def infer(model: Model, tensor: np.ndarray) -> list[ModelOutputs]:
+def infer(model: Model, tensor: np.ndarray) -> list[Answer]:
     """Run a tensor made elsewhere through `model` (copied into one of its batches)."""
     with model.batch(tensor.shape) as batch:
         batch.tensor[...] = tensor

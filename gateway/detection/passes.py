@@ -19,7 +19,7 @@ from gateway.decode import (
     with_resolution,
 )
 from gateway.detection.detections import Detections
-from gateway.detection.detectors import Detector, Detectors
+from gateway.detection.detectors import Call, Detector, Detectors
 from gateway.detection.fusion import fuse
 from gateway.detection.postprocess import finish, tiled_candidates
 from gateway.detection.preprocess import (
@@ -39,7 +39,7 @@ from gateway.imaging.normalise import BGR, WHITE
 from gateway.imaging.orientation import apply_orientation
 from gateway.params import DetectOptions
 from gateway.timing import StageTimer
-from gateway.triton.wire import Batch, ModelOutputs, Pending, WireFormat
+from gateway.triton.wire import Batch, ModelOutputs, WireFormat
 
 # detail=auto runs the tiled pass only where the standard pass saw a face (scoring at least
 # AUTO_MIN_SCORE) whose shorter side in the model's input is below AUTO_SMALL_FACE pixels:
@@ -109,18 +109,17 @@ def run_detection(
     tiled_faces: dict[str, Detections] = {}
     tiles = 0
     fill = fill_frames([image.stored], plan, timer, image.orientation)
-    with submitted(models, 1, plan.size, fill, timer) as pending:
+    with submitted(detectors, models, 1, plan.size, fill, timer, overlapped=tiled is not None and both_at_once) as wait:
         if tiled is not None and both_at_once:  # the tiles are prepared and sent while the standard pass runs
-            tiled_faces, tiles = _tiled_pass(image, tiled, tiled_models, settings, min_score, timer)
-        outputs = [answer[0] for answer in answers(pending, timer)]
+            tiled_faces, tiles = _tiled_pass(image, tiled, detectors, tiled_models, settings, min_score, timer)
+        outputs = wait()
     with timer.stage("postprocess"):
         found = {
-            d.name: d.kind.candidates(output, plan.size, min(min_score, AUTO_MIN_SCORE))
-            for d, output in zip(models, outputs)
+            d.name: d.kind.candidates(outputs[d.name][0], plan.size, min(min_score, AUTO_MIN_SCORE)) for d in models
         }
     if tiled is not None and options.detail == "auto" and any(needs_tiles(f) for f in found.values()):
         larger = with_resolution(image, tiled, data, header, image.background, timer)
-        tiled_faces, tiles = _tiled_pass(larger, tiled, tiled_models, settings, min_score, timer)
+        tiled_faces, tiles = _tiled_pass(larger, tiled, detectors, tiled_models, settings, min_score, timer)
     with timer.stage("postprocess"):
         per_model = []
         for name, candidates in found.items():
@@ -141,37 +140,49 @@ def standard_size(options: DetectOptions, settings: Settings) -> int:
 
 @contextmanager
 def submitted(
+    detectors: Detectors,
     models: tuple[Detector, ...],
     count: int,
     size: tuple[int, int],
     fill: Callable[[np.ndarray, WireFormat], None],
     timer: StageTimer,
-) -> Iterator[list[Pending]]:
-    """Each model's call on a batch of `count` inputs of `size`, filled by `fill` (`fill_each`),
-    submitted at once: their pending answers, while the batches are held."""
+    overlapped: bool = False,
+) -> Iterator[Callable[[], dict[str, list[ModelOutputs]]]]:
+    """The calls that run `models` (`Detectors.calls`: one request for a joint model's parts) on a
+    batch of `count` inputs of `size`, filled by `fill` (`fill_each`); yields the wait for each
+    model's outputs per image, by name, while the batches are held. Several calls, or one the
+    caller overlaps with more work (`overlapped`), are sent at once; a lone call is made by the
+    wait, on this thread (no other thread woken to hand its answer over)."""
+    calls = detectors.calls(models)
     with ExitStack() as held:
-        batches = [held.enter_context(d.model.batch(batch_shape(count, size, d.wire))) for d in models]
-        fill_each(batches, models, fill)
+        batches = [held.enter_context(call.model.batch(batch_shape(count, size, call.wire))) for call in calls]
+        fill_each(batches, calls, fill)
         del fill  # the pixels it fills from (a tiled pass's enlarged picture) are not kept while waiting
-        with timer.stage("infer"):
-            pending = [batch.submit() for batch in batches]
-        yield pending
+        if len(batches) > 1 or overlapped:
+            with timer.stage("infer"):
+                pending = [batch.submit() for batch in batches]
+            results = [call.result for call in pending]
+        else:
+            results = [batch.run for batch in batches]
+
+        def wait() -> dict[str, list[ModelOutputs]]:
+            with timer.stage("infer"):
+                answered = [result() for result in results]
+            return {
+                detector.name: [answer[i] for answer in answers]
+                for call, answers in zip(calls, answered)
+                for i, detector in enumerate(call.detectors)
+            }
+
+        yield wait
 
 
-def answers(pending: list[Pending], timer: StageTimer) -> list[list[ModelOutputs]]:
-    """Each submitted call's outputs, per image of its batch."""
-    with timer.stage("infer"):
-        return [call.result() for call in pending]
-
-
-def fill_each(
-    batches: list[Batch], models: tuple[Detector, ...], fill: Callable[[np.ndarray, WireFormat], None]
-) -> None:
-    """Fill each model's batch with `fill(tensor, wire)`, once per layout: a batch whose wire
+def fill_each(batches: list[Batch], calls: tuple[Call, ...], fill: Callable[[np.ndarray, WireFormat], None]) -> None:
+    """Fill each call's batch with `fill(tensor, wire)`, once per layout: a batch whose wire
     format lays its input out as an earlier one's (both models' uint8 formats do) gets a copy."""
     filled: dict[tuple, np.ndarray] = {}
-    for batch, detector in zip(batches, models):
-        wire = detector.wire
+    for batch, call in zip(batches, calls):
+        wire = call.wire
         layout = (wire.dtype, wire.channels_last, wire.mean)
         if layout in filled:
             batch.tensor[...] = filled[layout]
@@ -213,17 +224,19 @@ def detect_frames(
     found: list[Detections] = []
     for start in range(0, len(frames), MAX_BATCH):
         chunk = frames[start : start + MAX_BATCH]
-        with submitted(models, len(chunk), plan.size, fill_frames(chunk, plan, timer), timer) as pending:
-            outputs = answers(pending, timer)
+        with submitted(detectors, models, len(chunk), plan.size, fill_frames(chunk, plan, timer), timer) as wait:
+            outputs = wait()
         with timer.stage("postprocess"):
-            for per_frame in zip(*outputs):
+            for frame in range(len(chunk)):
                 faces = {
                     d.name: finish(
-                        d.kind.candidates(output, plan.size, options.min_confidence / 100).scaled((0, 0), plan.scale),
+                        d.kind.candidates(outputs[d.name][frame], plan.size, options.min_confidence / 100).scaled(
+                            (0, 0), plan.scale
+                        ),
                         (height, width),
                         options,
                     )
-                    for d, output in zip(models, per_frame)
+                    for d in models
                 }
                 found.append(fuse(faces))
     return found, tuple(d.name for d in models)
@@ -240,6 +253,7 @@ def needs_tiles(standard: Detections) -> bool:
 def _tiled_pass(
     image: DecodedImage,
     scale: float,
+    detectors: Detectors,
     models: tuple[Detector, ...],
     settings: Settings,
     min_score: float,
@@ -253,14 +267,14 @@ def _tiled_pass(
         scaled = apply_orientation(rescale(image.stored, relative), image.orientation)
     tiling = plan_tiles((scaled.shape[0], scaled.shape[1]), settings.target_size, TILE_MIN_OVERLAP, relative)
     size = (settings.target_size,) * 2
-    with submitted(models, len(tiling.origins), size, tiles_of(scaled, tiling, timer), timer) as pending:
+    with submitted(detectors, models, len(tiling.origins), size, tiles_of(scaled, tiling, timer), timer) as wait:
         del scaled  # the tiles are filled: not kept while waiting
-        outputs = answers(pending, timer)
+        outputs = wait()
     with timer.stage("postprocess"):
         found = {
-            d.name: Detections.concatenate(tiled_candidates(d.kind.candidates, output, tiling, min_score)).scaled(
-                (0, 0), image.scale
-            )
-            for d, output in zip(models, outputs)
+            d.name: Detections.concatenate(
+                tiled_candidates(d.kind.candidates, outputs[d.name], tiling, min_score)
+            ).scaled((0, 0), image.scale)
+            for d in models
         }
     return found, len(tiling.origins)

@@ -12,7 +12,7 @@ from functools import lru_cache
 import numpy as np
 
 from gateway.detection.detections import Detections
-from gateway.triton.wire import TOP_K, ModelOutputs, OutputLayout, WireFormat, best_candidates_format
+from gateway.triton.wire import TOP_K, Answer, ModelOutputs, OutputLayout, WireFormat, best_candidates_format
 
 BGR_MEAN = (104, 117, 123)
 ANCHOR_STEPS = (8, 16, 32)  # the model's strides: two anchors per cell of each level
@@ -68,9 +68,9 @@ def candidates(outputs: ModelOutputs, input_shape: tuple[int, int], min_score: f
     return Detections(scores[chosen], boxes, landmarks)
 
 
-def _every_anchor(named: dict[str, np.ndarray]) -> ModelOutputs:
+def _every_anchor(named: dict[str, np.ndarray]) -> Answer:
     conf = named["conf"]
-    return ModelOutputs(np.arange(len(conf)), conf[:, 1], named["loc"], named["landmarks"])
+    return (ModelOutputs(np.arange(len(conf)), conf[:, 1], named["loc"], named["landmarks"]),)
 
 
 def _every_anchor_layout(height: int, width: int) -> OutputLayout:

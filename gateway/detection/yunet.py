@@ -13,7 +13,7 @@ from functools import lru_cache
 import numpy as np
 
 from gateway.detection.detections import Detections
-from gateway.triton.wire import TOP_K, ModelOutputs, OutputLayout, WireFormat, best_candidates_format
+from gateway.triton.wire import TOP_K, Answer, ModelOutputs, OutputLayout, WireFormat, best_candidates_format
 
 STRIDES = (8, 16, 32)
 # YuNet's scores on RetinaFace's scale: a face YuNet scores RAW_SCORES[i] gets the score at which
@@ -78,12 +78,12 @@ RAW_WIDTHS = {"cls": 1, "obj": 1, "bbox": 4, "kps": 10}  # the original graph's 
 RAW_OUTPUTS = tuple(f"{kind}_{s}" for kind in RAW_WIDTHS for s in STRIDES)
 
 
-def _raw_outputs(named: dict[str, np.ndarray]) -> ModelOutputs:
+def _raw_outputs(named: dict[str, np.ndarray]) -> Answer:
     def joined(kind: str) -> np.ndarray:
         return np.concatenate([named[f"{kind}_{s}"] for s in STRIDES])
 
     scores = face_scores(joined("cls"), joined("obj")).reshape(-1)
-    return ModelOutputs(np.arange(len(scores)), scores, joined("bbox"), joined("kps"))
+    return (ModelOutputs(np.arange(len(scores)), scores, joined("bbox"), joined("kps")),)
 
 
 def _raw_layout(height: int, width: int) -> OutputLayout:

@@ -24,7 +24,7 @@ from tritonclient.utils import InferenceServerException
 
 from gateway.errors import BackendTimeout, BackendUnavailable
 from gateway.triton import shm
-from gateway.triton.wire import INPUT_NAME, Batch, ModelOutputs, WireFormat
+from gateway.triton.wire import INPUT_NAME, Answer, Batch, WireFormat
 
 T = TypeVar("T")
 log = logging.getLogger("facecrop")
@@ -159,7 +159,7 @@ class TritonModel:
         }
         return arguments, places, region
 
-    def _outputs(self, result: grpcclient.InferResult, region: shm.Region | None, places: dict) -> list[ModelOutputs]:
+    def _outputs(self, result: grpcclient.InferResult, region: shm.Region | None, places: dict) -> list[Answer]:
         """Each image's outputs, in arrays of their own (never views of a region that is reused)."""
         if region is None:
             named = {name: result.as_numpy(name) for name in self.wire.output_names}
@@ -170,7 +170,7 @@ class TritonModel:
             }
         return self.wire.outputs(named)
 
-    def _call(self, tensor: np.ndarray, region: shm.Region | None) -> list[ModelOutputs]:
+    def _call(self, tensor: np.ndarray, region: shm.Region | None) -> list[Answer]:
         """One blocking inference (on this thread: no thread of gRPC's is started for it)."""
         arguments, places, region = self._request(tensor, region)
         return self._outputs(self._client().infer(**arguments), region, places)
@@ -274,7 +274,7 @@ class PendingCall:
         self._model, self._tensor, self._region = model, tensor, region
         self._sent = sent
 
-    def result(self) -> list[ModelOutputs]:
+    def result(self) -> list[Answer]:
         attempts_left, registrations_left = CALL_ATTEMPTS, 1
         while True:
             try:

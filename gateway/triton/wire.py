@@ -36,9 +36,14 @@ class ModelOutputs:
     landmarks: np.ndarray  # [K, 10]
 
 
+# One image's answer: each answering model's outputs, in the wire format's order (one model, or a
+# joint model's several).
+Answer = tuple[ModelOutputs, ...]
+
+
 class Pending(Protocol):
-    def result(self) -> list[ModelOutputs]:
-        """Each image's outputs, in order, once the model has answered."""
+    def result(self) -> list[Answer]:
+        """Each image's answer, in order, once the model has answered."""
 
 
 @dataclass(frozen=True)
@@ -49,12 +54,13 @@ class Batch:
 
     tensor: np.ndarray
     submit: Callable[[], Pending]
-    run: Callable[[], list[ModelOutputs]]
+    run: Callable[[], list[Answer]]
 
 
 @dataclass(frozen=True)
 class WireFormat:
-    """A model's input layout and outputs, and how one image's outputs become ModelOutputs."""
+    """A model's input layout and outputs, and how one image's outputs become its Answer (ModelOutputs
+    per model it answers for)."""
 
     name: str  # the value of FACECROP_WIRE_FORMAT
     model_name: str  # the model serving it in Triton's repository
@@ -62,14 +68,14 @@ class WireFormat:
     triton_datatype: str
     channels_last: bool  # input [N, H, W, 3] (else [N, 3, H, W])
     output_names: tuple[str, ...]
-    parse: Callable[[dict[str, np.ndarray]], ModelOutputs]
+    parse: Callable[[dict[str, np.ndarray]], Answer]
     layout: Callable[[int, int], OutputLayout]  # (H, W) of the input -> its outputs per image
     # uint8: the padding's colour (the served graph centres it to zero, or reads it as grey);
     # float32: subtracted from every pixel (the padding is zero).
     mean: tuple[int, int, int]
 
-    def outputs(self, batch: dict[str, np.ndarray]) -> list[ModelOutputs]:
-        """Each image's outputs from a batch's outputs [N, ...], by output name."""
+    def outputs(self, batch: dict[str, np.ndarray]) -> list[Answer]:
+        """Each image's answer from a batch's outputs [N, ...], by output name."""
         count = len(batch[self.output_names[0]])
         return [self.parse({name: batch[name][i] for name in self.output_names}) for i in range(count)]
 
@@ -78,8 +84,8 @@ class WireFormat:
         return sum(math.prod(shape) * np.dtype(dtype).itemsize for _, shape, dtype in self.layout(height, width))
 
 
-def _best_candidates(named: dict[str, np.ndarray]) -> ModelOutputs:
-    return ModelOutputs(named["anchor_index"], named["scores"], named["loc"], named["landmarks"])
+def _best_candidates(named: dict[str, np.ndarray]) -> Answer:
+    return (ModelOutputs(named["anchor_index"], named["scores"], named["loc"], named["landmarks"]),)
 
 
 def _best_candidates_layout(_height: int, _width: int) -> OutputLayout:
@@ -104,4 +110,40 @@ def best_candidates_format(model_name: str, mean: tuple[int, int, int]) -> WireF
         _best_candidates,
         _best_candidates_layout,
         mean,
+    )
+
+
+def joint_format(model_name: str, parts: tuple[WireFormat, ...]) -> WireFormat:
+    """The format of a joint model (a Triton ensemble) answering for `parts`, formats that lay their
+    input out alike, in one request: their input, and each part's outputs as `<its model>.<output>`."""
+    first = parts[0]
+    layout = (first.dtype, first.triton_datatype, first.channels_last, first.mean)
+    if any((p.dtype, p.triton_datatype, p.channels_last, p.mean) != layout for p in parts):
+        raise ValueError(f"{model_name}: a joint model's parts must take the same input")
+
+    def parse(named: dict[str, np.ndarray]) -> Answer:
+        return tuple(
+            outputs
+            for part in parts
+            for outputs in part.parse({name: named[f"{part.model_name}.{name}"] for name in part.output_names})
+        )
+
+    def joint_layout(height: int, width: int) -> OutputLayout:
+        return tuple(
+            (f"{part.model_name}.{name}", shape, dtype)
+            for part in parts
+            for name, shape, dtype in part.layout(height, width)
+        )
+
+    names = tuple(f"{part.model_name}.{name}" for part in parts for name in part.output_names)
+    return WireFormat(
+        first.name,
+        model_name,
+        first.dtype,
+        first.triton_datatype,
+        first.channels_last,
+        names,
+        parse,
+        joint_layout,
+        first.mean,
     )

@@ -25,3 +25,25 @@ def test_concurrent_requests_are_batched(stack):
     assert inferences == 16
     assert executions < inferences, "no two requests shared a batch"
     assert any(int(s["batch_size"]) > 1 for s in after["batch_stats"])
+
+
+def test_both_models_answer_one_request(stack):
+    """detail=standard: one request, to the ensemble, runs both models once; detail=fast calls YuNet alone."""
+    data = photo("demo/insightface_t1.jpg").read_bytes()
+
+    def counts() -> dict[str, int]:
+        names = {"joint": "faces_uint8", "retinaface": "retinaface_uint8", "yunet": "yunet_n_uint8"}
+        stats = {
+            key: requests.get(f"{stack.triton_http}/v2/models/{name}/stats", timeout=10).json()["model_stats"][0]
+            for key, name in names.items()
+        }
+        return {key: int(s["inference_count"]) for key, s in stats.items()}
+
+    for detail, expected in (("standard", (1, 1, 1)), ("fast", (0, 0, 1))):
+        before = counts()
+        response = requests.post(
+            f"{stack.gateway}/v1/detect", params={"detail": detail}, files={"image": data}, timeout=60
+        )
+        assert response.status_code == 200
+        after = counts()
+        assert tuple(after[k] - before[k] for k in ("joint", "retinaface", "yunet")) == expected, detail

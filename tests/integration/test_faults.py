@@ -223,3 +223,24 @@ def test_one_model_missing_from_triton_is_a_quick_503_and_one_model_alone_serves
             )
             assert response.status_code == 200 and response.headers["X-Detectors"] == "retinaface"
             assert len(response.json()["faces"]) == 1
+
+
+def test_a_missing_ensemble_fails_what_needs_it_quickly_and_fast_still_serves(stack):
+    """A repository without the ensemble (here under a name Triton lacks): the passes that run both
+    models answer a quick 503 and readiness says not ready; detail=fast, YuNet's own call, serves."""
+    port = free_port()
+    env = {"FACECROP_MODEL_NAMES": "faces_uint8=no_such_model"}
+    gateway = start_gateway(port, stack.triton_grpc, env, LOG_DIR / "no-ensemble-gateway.log")
+    data = photo("demo/skimage_astronaut.jpg").read_bytes()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_ok(f"{url}/healthz", gateway, timeout_s=60)
+        started = time.monotonic()
+        response = requests.post(f"{url}/v1/detect", files={"image": data}, timeout=10)
+        assert time.monotonic() - started < 2
+        assert response.status_code == 503 and response.json()["error"]["code"] == "backend_unavailable"
+        fast = requests.post(f"{url}/v1/detect", files={"image": data}, params={"detail": "fast"}, timeout=10)
+        assert fast.status_code == 200 and len(fast.json()["faces"]) == 1
+        assert requests.get(f"{url}/readyz", timeout=5).status_code == 503
+    finally:
+        stop(gateway)

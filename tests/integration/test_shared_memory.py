@@ -114,8 +114,8 @@ def test_auto_falls_back_to_bytes_where_triton_cannot_open_the_regions():
             url = extra.url
             response = requests.post(f"{url}/v1/detect", data=data, headers=JPEG, timeout=60)
             assert response.status_code == 200 and len(response.json()["faces"]) > 10
-            said = transport_lines(log, since)  # one line per served model, each naming it
-            assert len(said) == len(Settings().detectors), said
+            said = transport_lines(log, since)  # one line per served model (the ensemble too), each naming it
+            assert len(said) == len(Settings().detectors) + len(Settings().joint_models()), said
             assert all("as gRPC bytes (Triton cannot open this host's shared memory" in line for line in said)
         with running_gateway(
             grpc, {"FACECROP_WORKERS": "1", "FACECROP_TRITON_SHM": "on"}, name="private-shm-on"

@@ -125,7 +125,7 @@ ONE_FACE = {
 
 def test_an_answer_lost_to_the_connection_closing_is_asked_for_again(serve):
     server = AnswerLost(lost=1)
-    (outputs,) = infer(
+    [(outputs,)] = infer(
         model_at(serve(server)), np.zeros((1, 1024, 1024, 3), np.uint8)
     )  # 3 MiB, over gRPC's retry buffer
     assert server.calls == 2

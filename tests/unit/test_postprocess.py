@@ -56,9 +56,10 @@ def synthetic_outputs(input_shape, hits):
     conf = np.zeros((count, 2), dtype=np.float32)
     for index, score in hits.items():
         conf[index, 1] = score
-    return WIRE_FORMATS["float32"].parse(
+    (outputs,) = WIRE_FORMATS["float32"].parse(
         {"loc": np.zeros((count, 4), np.float32), "conf": conf, "landmarks": np.zeros((count, 10), np.float32)}
     )
+    return outputs
 
 
 def test_top_k_outputs_decode_like_raw_ones():
@@ -66,7 +67,7 @@ def test_top_k_outputs_decode_like_raw_ones():
     hits = {int(i): s for i, s in zip(np.flatnonzero(anchors[:, 2] == 64 / 1024)[[10, 400]], (0.9, 0.7))}
     raw = synthetic_outputs((256, 1024), hits)
     order = np.argsort(-raw.scores, kind="stable")[:5000]
-    top = WIRE_FORMATS["uint8"].parse(
+    (top,) = WIRE_FORMATS["uint8"].parse(
         {
             "anchor_index": order.astype(np.int32),
             "scores": raw.scores[order],

@@ -81,7 +81,7 @@ def test_a_uint8_graph_answers_k_rows_even_for_an_input_with_fewer_candidates(de
     session = onnxruntime.InferenceSession(str(PRODUCTION_REPOSITORY / wire.model_name / "1" / "model.onnx"))
     pixels = np.random.default_rng(0).integers(0, 255, (1, *shape, 3), dtype=np.uint8)
     named = dict(zip(wire.output_names, session.run(list(wire.output_names), {"input": pixels})))
-    [outputs] = wire.outputs(named)
+    [(outputs,)] = wire.outputs(named)
     own = len(priors(*shape)) if detector == "retinaface" else sum(cell_counts(*shape))
     assert len(outputs.scores) == TOP_K
     padding = outputs.anchor_index >= own

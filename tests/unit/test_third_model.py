@@ -17,7 +17,7 @@ from gateway.detection.detectors import ALL, KINDS, DetectorKind, serve
 from gateway.detection.model import in_process_batch
 from gateway.detection.passes import run_detection
 from gateway.params import DetectOptions
-from gateway.triton.wire import Batch, ModelOutputs, WireFormat
+from gateway.triton.wire import Answer, Batch, ModelOutputs, WireFormat
 
 # The stand-in's own faces, in model-input pixels: the astronaut's (shifted a little) and one more.
 THIRD_FACES = np.array([[360.0, 120.0, 544.0, 364.0], [800.0, 800.0, 880.0, 880.0]], np.float32)
@@ -40,9 +40,9 @@ class ThirdModel:
     def batch(self, shape: tuple[int, ...]) -> AbstractContextManager[Batch]:
         return in_process_batch(shape, self.wire.dtype, self.run)
 
-    def run(self, tensor: np.ndarray) -> list[ModelOutputs]:
+    def run(self, tensor: np.ndarray) -> list[Answer]:
         none = np.zeros((2, 4), np.float32)
-        return [ModelOutputs(np.arange(2), THIRD_SCORES, none, np.zeros((2, 10), np.float32))] * len(tensor)
+        return [(ModelOutputs(np.arange(2), THIRD_SCORES, none, np.zeros((2, 10), np.float32)),)] * len(tensor)
 
     def is_ready(self) -> bool:
         return True

@@ -35,7 +35,7 @@ def test_parsed_outputs_of_a_batch(name):
         assert (output.shape[1:], output.dtype) == (columns, dtype) and expected == name
     outputs = wire.outputs(dict(zip(wire.output_names, named)))
     assert len(outputs) == 2
-    for image in outputs:
+    for (image,) in outputs:
         assert image.scores.ndim == 1 and len(image.anchor_index) == len(image.scores) == len(image.loc) == len(
             image.landmarks
         )
