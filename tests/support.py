@@ -204,10 +204,10 @@ class _Forward(BaseHTTPRequestHandler):
             headers=headers,
             timeout=60,  # type: ignore[attr-defined]
         )
-        passed_on = {
-            key: forwarded.headers[key]
-            for key in ("Content-Type", "Retry-After", "X-Request-ID")
-            if key in forwarded.headers
+        passed_on = {  # every header but those of this hop (requests has undone the encoding)
+            key: value
+            for key, value in forwarded.headers.items()
+            if key.lower() not in ("connection", "content-length", "transfer-encoding", "content-encoding", "keep-alive")
         }
         answer(self, forwarded.status_code, forwarded.content, passed_on)
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -14,7 +17,8 @@ from typing import Callable, TextIO
 
 from tqdm import tqdm
 
-from facecrop_client.client import Client, FacecropError
+from facecrop_client.client import AnyClient, FacecropError
+from facecrop_client.models import AnonymizeResult, CropResult
 
 IMAGE_SUFFIXES = frozenset(
     {".jpg", ".jpeg", ".png", ".webp", ".avif", ".heic", ".heif", ".bmp", ".gif", ".tif", ".tiff"}
@@ -22,6 +26,7 @@ IMAGE_SUFFIXES = frozenset(
 VIDEO_SUFFIXES = frozenset({".mp4", ".mov", ".m4v", ".mkv", ".webm", ".avi"})  # batch --mode anonymize
 CROP_SUFFIXES = {"jpeg": ".jpg", "png": ".png", "webp": ".webp", "avif": ".avif"}
 SUFFIX_FORMATS = {".jpg": "jpeg", ".jpeg": "jpeg", ".png": "png", ".webp": "webp", ".avif": "avif"}
+PARTIAL_SUFFIX = ".partial"
 
 
 def find_images(root: Path, suffixes: frozenset[str] = IMAGE_SUFFIXES) -> list[str]:
@@ -59,12 +64,19 @@ class DetectSink:
         self.output.parent.mkdir(parents=True, exist_ok=True)
         self.file: TextIO = open(self.output, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
 
-    def call(self, client: Client, path: Path, params: dict) -> dict:
+    def call(self, client: AnyClient, path: Path, params: dict) -> dict:
         return client.detect(path, **params).raw
 
     def write(self, relative: str, result: dict) -> None:
         self.file.write(json.dumps({"path": relative, **result}) + "\n")
         self.file.flush()
+
+    def output_of(self, relative: str) -> Path:
+        return self.output
+
+    @staticmethod
+    def faces(result: dict) -> int:
+        return len(result["faces"])
 
     def close(self) -> None:
         self.file.close()
@@ -94,15 +106,27 @@ class PictureSink:
     def open(self) -> None:
         self.output.mkdir(parents=True, exist_ok=True)
 
-    def call(self, client: Client, path: Path, params: dict) -> bytes:
-        return getattr(client, self.endpoint)(path, **params, format=self.format_of(path.name)).content
+    def call(self, client: AnyClient, path: Path, params: dict) -> CropResult | AnonymizeResult:
+        return getattr(client, self.endpoint)(path, **params, format=self.format_of(path.name))
 
-    def write(self, relative: str, content: bytes) -> None:
+    def write(self, relative: str, result: CropResult | AnonymizeResult) -> None:
+        """The picture, whole or not at all: written under a name of its own (two writers of the same
+        output, say a task run again after its node died, never share one), then renamed."""
         target = self.target(relative)
         target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(target.name + ".partial")
-        partial.write_bytes(content)
-        os.replace(partial, target)
+        partial = target.with_name(f"{target.name}.{uuid.uuid4().hex}{PARTIAL_SUFFIX}")
+        try:
+            partial.write_bytes(result.content)
+            os.replace(partial, target)
+        finally:
+            partial.unlink(missing_ok=True)
+
+    def output_of(self, relative: str) -> Path:
+        return self.target(relative)
+
+    @staticmethod
+    def faces(result: CropResult | AnonymizeResult) -> int:
+        return result.face_count
 
     def close(self) -> None:
         pass
@@ -164,8 +188,76 @@ def progress_bar(
     )
 
 
+@dataclass
+class Ledger:
+    """What a batch writes as its items finish, whichever engine ran them: one manifest line per
+    item (source, output, faces, status, error, duration_ms), the failures file, the counts."""
+
+    summary: Summary
+    manifest: TextIO
+    failures: TextIO
+    bar: tqdm
+
+    def record(
+        self, source: str, output: Path | str, faces: int, error: dict | None, seconds: float, image: bool = True
+    ) -> None:
+        """One item done (or failed); `image`: counted among the summary's images (videos are not)."""
+        row = {
+            "source": source,
+            "output": str(output),
+            "faces": faces,
+            "status": "failed" if error else "done",
+            "error": error,
+            "duration_ms": round(seconds * 1000, 1),
+        }
+        self.manifest.write(json.dumps(row) + "\n")
+        self.manifest.flush()
+        if error:
+            self.summary.failed += 1
+            self.failures.write(json.dumps({"path": source, **error}) + "\n")
+            self.failures.flush()
+            self.bar.set_postfix(failed=self.summary.failed, refresh=False)
+        elif image:
+            self.summary.succeeded += 1
+        if image:
+            self.bar.update()
+
+    def found(self, sources: list[str], sink) -> None:
+        """Items already done that no line lists (written by a run interrupted before it could
+        record them): listed now, so the manifest names every output once."""
+        for source in sources:
+            row = {"source": source, "output": str(sink.output_of(source)), "faces": None, "status": "done"}
+            self.manifest.write(json.dumps({**row, "error": None, "duration_ms": None}) + "\n")
+        self.manifest.flush()
+
+
+def manifest_path(output: Path) -> Path:
+    """The manifest beside a batch's output: OUTPUT.manifest.jsonl."""
+    return output.with_name(output.name + ".manifest.jsonl")
+
+
+def unlisted(images: list[str], todo: list[str], manifest: Path) -> list[str]:
+    """The images done before this run that the manifest does not list."""
+    listed = set()
+    if manifest.exists():
+        for line in manifest.read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                row = json.loads(line)
+                if row["status"] == "done":
+                    listed.add(row["source"])
+    waiting = set(todo)
+    return [image for image in images if image not in waiting and image not in listed]
+
+
+def todo_of(root: Path, sink) -> tuple[list[str], list[str]]:
+    """Every image under `root`, and those not yet in the sink's output (what a run does)."""
+    images = find_images(root)
+    sink.load()
+    return images, [relative for relative in images if not sink.is_done(relative)]
+
+
 def run_batch(
-    client: Client,
+    client: AnyClient,
     root: Path,
     sink,
     params: dict,
@@ -173,17 +265,21 @@ def run_batch(
     failures_path: Path,
     progress: Callable[[int], tqdm] = progress_bar,
 ) -> Summary:
-    """Process every image under `root` not yet in the output; failures go to `failures_path`.
+    """Process every image under `root` not yet in the output; failures go to `failures_path`,
+    every item to the manifest beside the output.
 
     `progress(count)` makes the progress display for the `count` images to do."""
-    images = find_images(root)
-    sink.load()
-    todo = [relative for relative in images if not sink.is_done(relative)]
+    images, todo = todo_of(root, sink)
     summary = Summary(total=len(images), skipped=len(images) - len(todo))
     bar = progress(len(todo))
     started = time.monotonic()
     sink.open()
-    with open(failures_path, "w", encoding="utf-8") as failures:
+    with (
+        open(failures_path, "w", encoding="utf-8") as failures,
+        open(manifest_path(sink.output), "a", encoding="utf-8") as manifest,
+    ):
+        ledger = Ledger(summary, manifest, failures, bar)
+        ledger.found(unlisted(images, todo, manifest_path(sink.output)), sink)
         queue = iter(todo)
         running: dict[Future, str] = {}
         pool = ThreadPoolExecutor(concurrency)
@@ -194,14 +290,13 @@ def run_batch(
                 for future in finished:
                     relative = running.pop(future)
                     try:
-                        sink.write(relative, future.result())
-                        summary.succeeded += 1
-                    except (FacecropError, OSError) as error:
-                        summary.failed += 1
-                        failures.write(json.dumps({"path": relative, **_reason(error)}) + "\n")
-                        failures.flush()
-                        bar.set_postfix(failed=summary.failed, refresh=False)
-                    bar.update()
+                        result, seconds = future.result()
+                        sink.write(relative, result)
+                        ledger.record(relative, sink.output_of(relative), sink.faces(result), None, seconds)
+                    except Failed as failure:
+                        ledger.record(relative, "", 0, reason(failure.error), failure.seconds)
+                    except OSError as error:  # the output could not be written
+                        ledger.record(relative, "", 0, reason(error), 0.0)
                 _fill(pool, running, queue, client, root, sink, params, 2 * concurrency)
         except KeyboardInterrupt:
             summary.interrupted = True
@@ -215,16 +310,48 @@ def run_batch(
     return summary
 
 
+class Failed(Exception):
+    """An item's call refused or its file unreadable, after `seconds`."""
+
+    def __init__(self, error: FacecropError | OSError, seconds: float):
+        super().__init__(str(error))
+        self.error, self.seconds = error, seconds
+
+
+def timed_call(sink, client: AnyClient, path: Path, params: dict) -> tuple[object, float]:
+    """`sink.call` and its seconds; Failed (with the seconds) where it fails."""
+    started = time.monotonic()
+    try:
+        return sink.call(client, path, params), time.monotonic() - started
+    except (FacecropError, OSError) as error:
+        raise Failed(error, time.monotonic() - started) from error
+
+
 def _fill(pool, running: dict, queue: Iterator[str], client, root: Path, sink, params: dict, window: int) -> None:
     """Keep at most `window` images submitted (memory stays flat on any tree size)."""
     while len(running) < window:
         relative = next(queue, None)
         if relative is None:
             return
-        running[pool.submit(sink.call, client, root / relative, params)] = relative
+        running[pool.submit(timed_call, sink, client, root / relative, params)] = relative
 
 
-def _reason(error: FacecropError | OSError) -> dict:
+PICTURE_PARTIAL = re.compile(r"\.[0-9a-f]{32}\.partial$")  # PictureSink.write's
+VIDEO_PARTIAL = re.compile(r"^\..+\.partial-\d+\.[^.]+$")  # video.partial_path's
+
+
+def sweep_partials(output: Path) -> int:
+    """Remove what writers left half-written under a batch's `output` folder (a task killed with its
+    node mid-write, a run interrupted): the pictures' and videos' partial files only. Their count."""
+    removed = 0
+    for path in output.rglob("*.partial*") if output.is_dir() else ():
+        if path.is_file() and (PICTURE_PARTIAL.search(path.name) or VIDEO_PARTIAL.match(path.name)):
+            path.unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
+def reason(error: FacecropError | OSError) -> dict:
     if isinstance(error, FacecropError):
         return {"status": error.status, "code": error.code, "message": error.message}
     return {"status": 0, "code": "read_error", "message": file_problem(error)}

@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -21,13 +22,19 @@ from pathlib import Path
 from facecrop_client.batch import (
     VIDEO_SUFFIXES,
     DetectSink,
+    Ledger,
     PictureSink,
+    Summary,
     file_problem,
     find_images,
+    manifest_path,
     progress_bar,
     run_batch,
+    sweep_partials,
+    todo_of,
+    unlisted,
 )
-from facecrop_client.client import Client, FacecropError
+from facecrop_client.client import AnyClient, FacecropError, connect
 from facecrop_client.presets import DEFAULTS, FAST
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -46,7 +53,11 @@ def connection_options() -> argparse.ArgumentParser:
     """--url, --api-key and --timeout, for the top level and every command (absent unless given)."""
     options = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
     group = options.add_argument_group("service")
-    group.add_argument("--url", help=f"the service's address (default: $FACECROP_URL, else {DEFAULT_URL})")
+    group.add_argument(
+        "--url",
+        help=f"the service's address, or several comma-separated (calls spread over them, one that cannot be "
+        f"reached skipped) (default: $FACECROP_URL, else {DEFAULT_URL})",
+    )
     group.add_argument("--api-key", help="sent as Authorization: Bearer KEY (default: $FACECROP_API_KEY)")
     group.add_argument("--timeout", type=float, help=f"seconds per request (default {DEFAULT_TIMEOUT_S:g})")
     return options
@@ -156,8 +167,19 @@ def parser() -> argparse.ArgumentParser:
     batch.add_argument("input_dir", type=Path)
     batch.add_argument("output", type=Path, help="detect: a JSON Lines file; crop, anonymize: a directory")
     batch.add_argument("--mode", choices=("detect", "crop", "anonymize"), required=True)
-    batch.add_argument("--concurrency", type=int, default=8)
+    batch.add_argument("--concurrency", type=int, default=8, help="requests in flight per service (default 8)")
     batch.add_argument("-q", "--quiet", action="store_true", help="no progress display (the summary still prints)")
+    for command in (batch, video):
+        command.add_argument(
+            "--ray",
+            nargs="?",
+            const="",
+            metavar="ADDRESS",
+            help="run the job as a Ray Data pipeline (the ray extra): alone, a Ray inside this process (or the "
+            "cluster $RAY_ADDRESS names); with the head's host:port, or auto, on that cluster "
+            "(docs: Beyond one machine)",
+        )
+        command.add_argument("--json", action="store_true", help="the summary as one JSON object on stdout")
     for command, adders in {
         detect: (add_finding_options, add_listing_options),
         crop: (add_finding_options, add_listing_options, add_picture_options, add_crop_options),
@@ -170,14 +192,19 @@ def parser() -> argparse.ArgumentParser:
     return root
 
 
-def client_of(args: argparse.Namespace) -> Client:
-    """The client for --url / --api-key / --timeout wherever they were given, else their fallbacks."""
+def service_of(args: argparse.Namespace) -> tuple[str, float, str | None]:
+    """--url / --timeout / --api-key wherever they were given, else their fallbacks."""
     given = vars(args)
-    return Client(
+    return (
         given.get("url") or os.environ.get("FACECROP_URL") or DEFAULT_URL,
-        timeout=given.get("timeout", DEFAULT_TIMEOUT_S),
-        api_key=given.get("api_key") or os.environ.get("FACECROP_API_KEY"),
+        given.get("timeout", DEFAULT_TIMEOUT_S),
+        given.get("api_key") or os.environ.get("FACECROP_API_KEY"),
     )
+
+
+def client_of(args: argparse.Namespace) -> AnyClient:
+    """The client of the service(s) the arguments name."""
+    return connect(*service_of(args))
 
 
 def service_params(args: argparse.Namespace, names: tuple[str, ...]) -> dict:
@@ -211,7 +238,7 @@ def each_photo(photos: list[Path], one: Callable[[Path], None]) -> int:
     return 1 if failed else 0
 
 
-def detect(client: Client, args: argparse.Namespace) -> int:
+def detect(client: AnyClient, args: argparse.Namespace) -> int:
     params = service_params(args, DETECT_OPTIONS)
 
     def one(photo: Path) -> None:
@@ -220,7 +247,7 @@ def detect(client: Client, args: argparse.Namespace) -> int:
     return each_photo(args.photos, one)
 
 
-def pictures(client: Client, args: argparse.Namespace) -> int:
+def pictures(client: AnyClient, args: argparse.Namespace) -> int:
     """`crop` or `anonymize`: one picture per photo into --out, its path printed."""
     sink = PictureSink(args.out, args.format, args.command)
     params = service_params(args, OPTIONS[args.command])
@@ -233,22 +260,95 @@ def pictures(client: Client, args: argparse.Namespace) -> int:
     return each_photo(args.photos, one)
 
 
-def batch(client: Client, args: argparse.Namespace) -> int:
+def batch(client: AnyClient, args: argparse.Namespace) -> int:
     if not args.input_dir.is_dir():
         raise CommandError(f"{args.input_dir}: not a folder")
     sink = DetectSink(args.output) if args.mode == "detect" else PictureSink(args.output, args.format, args.mode)
     params = service_params(args, OPTIONS[args.mode])
     failures = args.output.with_name(args.output.name + ".failures.jsonl")
-    progress = partial(progress_bar, quiet=args.quiet)
-    with about(args.input_dir):
-        client.check()  # an address nobody answers: one line at once, not a failure per image
-    summary = run_batch(client, args.input_dir, sink, params, args.concurrency, failures, progress)
-    print(summary.line(), file=sys.stderr)
-    if not summary.interrupted and args.mode == "anonymize":
-        summary.failed += video_batch(client, args, failures)
+    if args.ray is not None:
+        summary = batch_on_ray(args, sink, params, failures)
+    else:
+        progress = partial(progress_bar, quiet=args.quiet)
+        with about(args.input_dir):
+            client.check()  # an address nobody answers: one line at once, not a failure per image
+        summary = run_batch(client, args.input_dir, sink, params, args.concurrency, failures, progress)
+        print(summary.line(), file=sys.stderr)
+        if not summary.interrupted and args.mode == "anonymize":
+            summary.failed += video_batch(client, args, failures)
     if summary.failed:
         print(f"failures and their reasons: {failures}", file=sys.stderr)
+    if args.json:
+        print(json.dumps({**vars(summary), "manifest": str(manifest_path(args.output))}))
     return 130 if summary.interrupted else (1 if summary.failed else 0)
+
+
+def ray_module():
+    """facecrop_client.on_ray with Ray importable, or one line saying how to install it."""
+    try:
+        import ray  # noqa: F401
+    except ImportError as error:
+        raise CommandError(f"--ray needs the ray extra: pip install './client[ray]' ({error})") from error
+    from facecrop_client import on_ray
+
+    return on_ray
+
+
+def ray_start(cluster, args: argparse.Namespace) -> float:
+    """Ray started or joined for the job (ClusterError as one line); when it started."""
+    if not args.ray and not os.environ.get("RAY_ADDRESS"):  # embedded: the service is reachable from here
+        with about(getattr(args, "input_dir", None) or args.source):
+            client_of(args).check()
+    try:
+        cluster.start(args.ray, args.quiet)
+    except cluster.ClusterError as error:
+        raise CommandError(str(error)) from error
+    return time.monotonic()
+
+
+def batch_on_ray(args: argparse.Namespace, sink, params: dict, failures: Path) -> Summary:
+    """`batch --ray`: the photos (and, anonymizing, the videos) as Ray tasks; the manifest, the
+    failures and detect's lines written here as they come back."""
+    cluster = ray_module()
+    images, todo = todo_of(args.input_dir, sink)
+    summary = Summary(total=len(images), skipped=len(images) - len(todo))
+    service = cluster.Service(*service_of(args))
+    job = cluster.PhotoJob(args.input_dir, sink, params, service, args.concurrency)
+    started_at = ray_start(cluster, args)
+    sink.open()
+    try:
+        with (
+            open(failures, "w", encoding="utf-8") as failed,
+            open(manifest_path(sink.output), "a", encoding="utf-8") as manifest,
+        ):
+            ledger = Ledger(summary, manifest, failed, progress_bar(len(todo), quiet=True))
+            ledger.found(unlisted(images, todo, manifest_path(sink.output)), sink)
+            for done in cluster.run_photos(job, todo):
+                if done.result is not None:  # detect: its answer, for the one JSON Lines file
+                    sink.write(done.source, done.result)
+                ledger.record(done.source, done.output, done.faces, done.error, done.seconds)
+            if args.mode == "anonymize":
+                print(summary.line(), file=sys.stderr)
+                tasks = [
+                    cluster.VideoTask(name, video_job(args, args.input_dir / name, args.output / name), service)
+                    for name in find_images(args.input_dir, VIDEO_SUFFIXES)
+                    if not (args.output / name).exists()
+                ]
+                for task in tasks:
+                    task.job.target.parent.mkdir(parents=True, exist_ok=True)
+                for done in cluster.run_videos(tasks):
+                    ledger.record(done.source, done.output, done.faces, done.error, done.seconds, image=False)
+                    print(f"{done.source}: {done.result or done.error['message']}", file=sys.stderr)
+    except KeyboardInterrupt:
+        summary.interrupted = True
+    finally:
+        cluster.stop()
+        sink.close()
+        sweep_partials(args.output)
+        summary.seconds = time.monotonic() - started_at
+    if args.mode != "anonymize" or summary.interrupted:
+        print(summary.line(), file=sys.stderr)
+    return summary
 
 
 def video_module():
@@ -297,10 +397,12 @@ def stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, interrupt)
 
 
-def video(client: Client, args: argparse.Namespace) -> int:
+def video(client: AnyClient, args: argparse.Namespace) -> int:
     videos = video_module()
     stop_on_sigterm()
     job = video_job(args, args.source, args.target, args.mode)
+    if args.ray is not None:
+        return video_on_ray(args, job)
     progress = frame_progress(args)
     try:
         with about(args.source):
@@ -308,10 +410,36 @@ def video(client: Client, args: argparse.Namespace) -> int:
     except videos.VideoError as error:
         raise CommandError(str(error)) from error
     print(summary.line(), file=sys.stderr)
+    if args.json:
+        print(json.dumps({"source": str(args.source), "output": str(args.target), **vars(summary)}))
     return 0
 
 
-def video_batch(client: Client, args: argparse.Namespace, failures: Path) -> int:
+def video_on_ray(args: argparse.Namespace, job) -> int:
+    """`video --ray`: the video as one Ray task, on the node Ray places it."""
+    cluster = ray_module()
+    videos = video_module()
+    videos.check_paths(job.source, job.target)
+    started_at = ray_start(cluster, args)
+    try:
+        task = cluster.VideoTask(args.source.name, job, cluster.Service(*service_of(args)))
+        [done] = list(cluster.run_videos([task]))
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        cluster.stop()
+        for partial in job.target.parent.glob(f".{job.target.stem}.partial-*{job.target.suffix}"):
+            partial.unlink(missing_ok=True)  # a task killed mid-write (its own run removes its own)
+    if done.error:
+        raise CommandError(f"{args.source}: {done.error['message']}")
+    print(done.result, file=sys.stderr)
+    if args.json:
+        seconds = time.monotonic() - started_at
+        print(json.dumps({"source": str(args.source), "output": done.output, "faces": done.faces, "seconds": seconds}))
+    return 0
+
+
+def video_batch(client: AnyClient, args: argparse.Namespace, failures: Path) -> int:
     """batch --mode anonymize: the videos of the tree, one after another (each keeps the service
     busy by itself), written beside the pictures; failures added to `failures`. Failed count."""
     names = [n for n in find_images(args.input_dir, VIDEO_SUFFIXES) if not (args.output / n).exists()]

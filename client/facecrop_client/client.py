@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -148,3 +150,61 @@ def _error_of(response: urllib3.BaseHTTPResponse) -> FacecropError:
         code = "http_error"
         message = f"not an answer of facecrop's (is the address the gateway's, not Triton's?): {answer}"
     return FacecropError(response.status, code, message, response.headers.get("X-Request-ID", ""))
+
+
+class Services:
+    """Several services (one URL each: say the node-local service of every GPU host) used as one
+    Client: calls spread over them in turn, and a call whose service cannot be reached is made on
+    the next one (each once) before it fails."""
+
+    def __init__(self, clients: list[Client]):
+        if not clients:
+            raise ValueError("Services needs at least one service")
+        self.clients = clients
+        self._turns = itertools.count()
+        self._lock = threading.Lock()
+
+    @property
+    def base_url(self) -> str:
+        return ", ".join(client.base_url for client in self.clients)
+
+    def check(self) -> None:
+        """Raise FacecropError (connection_error) at once where no service answers."""
+        problems = []
+        for client in self.clients:
+            try:
+                client.check()
+                return
+            except FacecropError as error:
+                problems.append(error.message)
+        raise FacecropError(0, "connection_error", "; ".join(problems))
+
+    def detect(self, image: ImageInput, **params) -> Detection:
+        return self._call("detect", read_image(image), params)
+
+    def crop(self, image: ImageInput, **params) -> CropResult:
+        return self._call("crop", read_image(image), params)
+
+    def anonymize(self, image: ImageInput, **params) -> AnonymizeResult:
+        return self._call("anonymize", read_image(image), params)
+
+    def _call(self, method: str, body: bytes, params: dict):
+        with self._lock:
+            first = next(self._turns)
+        for attempt in range(len(self.clients)):
+            client = self.clients[(first + attempt) % len(self.clients)]
+            try:
+                return getattr(client, method)(body, **params)
+            except FacecropError as error:
+                if error.code != "connection_error" or attempt == len(self.clients) - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+
+AnyClient = Union[Client, Services]  # what the command line and the batch and video jobs call
+
+
+def connect(urls: str, timeout: float = 60.0, api_key: str | None = None) -> AnyClient:
+    """The Client of one URL, or Services over several, comma-separated."""
+    clients = [Client(url.strip(), timeout=timeout, api_key=api_key) for url in urls.split(",") if url.strip()]
+    return clients[0] if len(clients) == 1 else Services(clients)  # none: Services refuses

@@ -26,7 +26,7 @@ import cv2
 import numpy as np
 from av.video.stream import VideoStream
 
-from facecrop_client.client import Client
+from facecrop_client.client import AnyClient
 from facecrop_client.presets import DEFAULTS
 from facecrop_hiding import Hiding, hidden_share, hide_faces, plausible
 
@@ -110,7 +110,7 @@ def partial_path(target: Path) -> Path:
     return target.with_name(f".{target.stem}.partial-{os.getpid()}{target.suffix}")
 
 
-def detect_frame(client: Client, frame: av.VideoFrame, params: dict) -> tuple[dict, np.ndarray]:
+def detect_frame(client: AnyClient, frame: av.VideoFrame, params: dict) -> tuple[dict, np.ndarray]:
     """/v1/detect's answer for `frame` in the frame's own pixels, and its corner boxes: sent scaled
     to DETECT_SIDE, or whole where a tiled pass may run (detail auto or high: it tiles the original)."""
     tiled = params.get("detail", "standard") != "standard"
@@ -202,7 +202,7 @@ def decoded_frames(
             summary.skipped += 1
 
 
-def run_video(client: Client, job: VideoJob, progress) -> VideoSummary:
+def run_video(client: AnyClient, job: VideoJob, progress) -> VideoSummary:
     """Write `job.target` (via a partial file renamed when complete) and say what was done."""
     check_paths(job.source, job.target)
     client.check()  # an address nobody answers: told at once, not after the retries
@@ -223,7 +223,7 @@ def run_video(client: Client, job: VideoJob, progress) -> VideoSummary:
     return summary
 
 
-def _in_order(client: Client, job: VideoJob, frames: Iterator[av.VideoFrame], bar) -> Generator[tuple, None, None]:
+def _in_order(client: AnyClient, job: VideoJob, frames: Iterator[av.VideoFrame], bar) -> Generator[tuple, None, None]:
     """(frame, its answer, its boxes, the boxes of the `hold` frames before and after it), in order,
     with up to `in_flight` + `hold` frames at the service at once (Triton batches same-sized ones)."""
     queue: deque[tuple[av.VideoFrame, Future]] = deque()
@@ -250,7 +250,7 @@ def _in_order(client: Client, job: VideoJob, frames: Iterator[av.VideoFrame], ba
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _list_faces(client: Client, job: VideoJob, container, partial: Path, summary: VideoSummary, bar) -> None:
+def _list_faces(client: AnyClient, job: VideoJob, container, partial: Path, summary: VideoSummary, bar) -> None:
     frames = decoded_frames(container, None, {}, summary)
     with open(partial, "w", encoding="utf-8") as out, closing(_in_order(client, job, frames, bar)) as ordered:
         for frame, answer, *_ in ordered:
@@ -263,7 +263,7 @@ def _list_faces(client: Client, job: VideoJob, container, partial: Path, summary
         )
 
 
-def _hide_faces(client: Client, job: VideoJob, container, partial: Path, summary: VideoSummary, bar) -> None:
+def _hide_faces(client: AnyClient, job: VideoJob, container, partial: Path, summary: VideoSummary, bar) -> None:
     source = container.streams.video[0]
     try:
         output = av.open(str(partial), "w")

@@ -1,0 +1,224 @@
+"""`facecrop batch --ray` and `facecrop video --ray`: the same job as a Ray Data pipeline, embedded
+(a local Ray inside this process) or on a cluster (`ray start`, KubeRay). Needs the ray extra.
+
+Photos go to Ray tasks a few at a time: each task reads its photos, sends them to the service and
+writes what comes back, on whichever node runs it; at most `in_flight` tasks run at once per
+service URL, one request each (backpressure: Ray Data holds the rest back). Each video is one
+task, its decode, hiding and encode on the node that runs it. A task whose node dies is run again
+on another (Ray Data retries a task lost with its node, without limit): outputs are named from the
+source and the options, as the local path names them, and appear whole (a name of their own, then
+a rename), so a task run twice writes the same bytes to the same place once. The driver writes the
+manifest, detect's JSON Lines and the summary (batch.Ledger, as the local path does); the outputs
+must be on storage every node sees.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from facecrop_client.batch import DetectSink, PictureSink, reason
+from facecrop_client.client import AnyClient, FacecropError, connect
+
+COLUMNS = ("source", "output", "faces", "error", "seconds", "result")
+PHOTOS_PER_TASK = 2
+TASK_CPUS = 0.125  # a photo task mostly waits on the service: several share a core
+CONNECT_TIMEOUT_S = 5.0
+
+
+class ClusterError(Exception):
+    """The Ray cluster cannot be reached: told in one line, exit status 1."""
+
+
+@dataclass(frozen=True)
+class Service:
+    """How every task reaches the service (it travels to each node, so settings, not a client)."""
+
+    urls: str  # one URL, or several comma-separated (a task's calls spread over them, failing over)
+    timeout: float = 60.0
+    api_key: str | None = None
+
+    def client(self) -> AnyClient:
+        """This worker process's client (one connection pool, reused by its tasks)."""
+        key = (self.urls, self.timeout, self.api_key)
+        if key not in _CLIENTS:
+            _CLIENTS[key] = connect(self.urls, self.timeout, self.api_key)
+        return _CLIENTS[key]
+
+    @property
+    def count(self) -> int:
+        return sum(1 for url in self.urls.split(",") if url.strip())
+
+
+_CLIENTS: dict[tuple, AnyClient] = {}
+
+
+@dataclass(frozen=True)
+class PhotoJob:
+    """What each photo task needs: the input root, the sink that names and writes the outputs, the
+    endpoint's parameters and the service."""
+
+    root: Path
+    sink: DetectSink | PictureSink
+    params: dict
+    service: Service
+    in_flight: int = 8  # tasks at once per service URL
+
+
+@dataclass(frozen=True)
+class Done:
+    """An item as a task finished it: the driver's Ledger records it."""
+
+    source: str
+    output: str
+    faces: int
+    error: dict | None
+    seconds: float
+    result: Any = None  # detect's answer, which the driver writes; a video's summary line
+
+    def row(self) -> dict:
+        """As a row of Ray Data's blocks (Arrow columns: the nested parts as JSON)."""
+        return {
+            "source": self.source,
+            "output": self.output,
+            "faces": self.faces,
+            "error": json.dumps(self.error) if self.error else "",
+            "seconds": self.seconds,
+            "result": json.dumps(self.result) if self.result is not None else "",
+        }
+
+    @classmethod
+    def of(cls, row: dict) -> Done:
+        error, result = row["error"], row["result"]
+        return cls(
+            row["source"],
+            row["output"],
+            int(row["faces"]),
+            json.loads(error) if error else None,
+            float(row["seconds"]),
+            json.loads(result) if result else None,
+        )
+
+
+def start(address: str | None, quiet: bool) -> None:
+    """Ray in this process: embedded where `address` is empty (or the cluster RAY_ADDRESS names),
+    else the cluster at `address` (its head's host:port, or `auto`); ClusterError at once where
+    nothing answers there."""
+    import ray
+    import ray.data
+
+    if address and address != "auto":
+        _reachable(address)
+    try:
+        ray.init(
+            # "local": a Ray of its own, not a cluster `ray start` left running on this machine
+            address=address or os.environ.get("RAY_ADDRESS") or "local",
+            include_dashboard=False,
+            log_to_driver=not quiet,
+            logging_level=logging.WARNING,
+        )
+    except (ConnectionError, RuntimeError, ValueError) as error:
+        raise ClusterError(f"cannot use the Ray cluster at {address or 'RAY_ADDRESS'}: {error}") from error
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = not quiet
+    context.print_on_execution_start = not quiet
+    if quiet:  # the summary line alone, as on the local path
+        logging.getLogger("ray.data").setLevel(logging.ERROR)
+
+
+def _reachable(address: str) -> None:
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except (OSError, ValueError) as error:
+        raise ClusterError(f"cannot reach the Ray cluster at {address}: {error}") from error
+
+
+def stop() -> None:
+    """Leave the cluster (embedded: stop it); the job's tasks still running are cancelled."""
+    import ray
+
+    ray.shutdown()
+
+
+def photo_task(batch: dict[str, Any], job: PhotoJob) -> dict[str, list]:
+    """A task's photos, each sent and its picture written here."""
+    client = job.service.client()
+    done = []
+    for relative in batch["source"]:
+        started = time.monotonic()
+        try:
+            answer: Any = job.sink.call(client, job.root / relative, job.params)
+            faces, output = job.sink.faces(answer), str(job.sink.output_of(relative))
+            if isinstance(job.sink, PictureSink):
+                job.sink.write(relative, answer)
+                answer = None  # written here; detect's answers go to the driver's one file
+            done.append(Done(relative, output, faces, None, time.monotonic() - started, answer))
+        except (FacecropError, OSError) as failure:
+            done.append(Done(relative, "", 0, reason(failure), time.monotonic() - started))
+    return {field: [item.row()[field] for item in done] for field in COLUMNS}
+
+
+def run_photos(job: PhotoJob, todo: list[str]) -> Iterable[Done]:
+    """Every photo of `todo` through Ray, each as it is done."""
+    import ray.data
+
+    if not todo:
+        return
+    dataset = ray.data.from_items([{"source": relative} for relative in todo], override_num_blocks=len(todo))
+    done = dataset.map_batches(
+        photo_task,  # type: ignore[arg-type]  # Ray's stubs know no keyword arguments (fn_kwargs)
+        fn_kwargs={"job": job},
+        batch_size=PHOTOS_PER_TASK,
+        batch_format="default",
+        compute=ray.data.TaskPoolStrategy(size=job.in_flight * job.service.count),
+        num_cpus=TASK_CPUS,
+    )
+    for row in done.iter_rows():
+        yield Done.of(row)
+
+
+@dataclass(frozen=True)
+class VideoTask:
+    """One video of the job (its facecrop_client.video.VideoJob) and the service it uses."""
+
+    name: str
+    job: Any
+    service: Service
+
+
+def video_task(batch: dict[str, Any]) -> dict[str, list]:
+    """A task's video: decoded, hidden and encoded here."""
+    from facecrop_client import video as videos
+    from facecrop_client.batch import progress_bar
+
+    done = []
+    for task in batch["task"]:
+        started = time.monotonic()
+        try:
+            summary = videos.run_video(task.service.client(), task.job, lambda total: progress_bar(total, quiet=True))
+            seconds = time.monotonic() - started
+            done.append(Done(task.name, str(task.job.target), summary.faces, None, seconds, summary.line()))
+        except (videos.VideoError, FacecropError, OSError) as failure:
+            error = {"status": 0, "code": "video_failed", "message": str(failure)}
+            done.append(Done(task.name, "", 0, error, time.monotonic() - started))
+    return {field: [item.row()[field] for item in done] for field in COLUMNS}
+
+
+def run_videos(tasks: list[VideoTask]) -> Iterable[Done]:
+    """Each video as one Ray task of one CPU (its decode and encode), each as it is done."""
+    import ray.data
+
+    if not tasks:
+        return
+    dataset = ray.data.from_items([{"task": task} for task in tasks], override_num_blocks=len(tasks))
+    done = dataset.map_batches(video_task, batch_size=1, batch_format="default", num_cpus=1)
+    for row in done.iter_rows():
+        yield Done.of(row)

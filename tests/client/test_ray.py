@@ -1,0 +1,167 @@
+"""`facecrop batch --ray` and `facecrop video --ray` on a real Ray cluster of three nodes on this
+machine (ray.cluster_utils.Cluster: a head and two workers, each a real raylet), against the real
+service: the outputs equal a single-machine run's byte for byte (videos frame for frame), a worker
+node killed mid-job loses nothing, and a re-run writes nothing new."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+from PIL import Image
+
+from evaluation.images import labeled_set
+from tests.clips import build_clip
+from tests.support import Gate, gated, restore_ctrl_c
+
+ray = pytest.importorskip("ray")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+FACECROP = [sys.executable, "-m", "facecrop_client.cli"]
+PHOTOS = 10
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    """A head that runs no task (num_cpus 0: the job's driver joins it) and two worker nodes of one
+    CPU each, so every task runs on a worker node and killing one always stops tasks."""
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    cluster.workers = [cluster.add_node(num_cpus=1) for _ in range(2)]  # type: ignore[attr-defined]
+    cluster.wait_for_nodes()
+    try:
+        yield cluster
+    finally:
+        cluster.shutdown()
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory) -> Path:
+    """Shared photos in a tree of two folders, and two short clips."""
+    folder = tmp_path_factory.mktemp("ray-tree")
+    for name, count in (("facemask", 6), ("wider_val_native", PHOTOS - 6)):
+        images, truths = labeled_set(name)
+        (folder / name).mkdir()
+        for truth in truths[:count]:
+            (folder / name / Path(truth["image"]).name).write_bytes((images / truth["image"]).read_bytes())
+    (folder / "clips").mkdir()
+    build_clip(folder / "clips" / "street.mp4", frames=16)
+    build_clip(folder / "clips" / "turned.mp4", frames=12, variable_rate=True, rotation=90)
+    for truth in (folder / "clips").glob("*.json"):
+        truth.unlink()
+    return folder
+
+
+def facecrop(url: str, *args: str, ray_address: str | None = None) -> subprocess.CompletedProcess:
+    engine = [] if ray_address is None else ["--ray", ray_address]
+    command = [*FACECROP, "--url", url, *args, *engine, "-q"]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300)
+
+
+def files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def frames(path: Path) -> list[np.ndarray]:
+    with av.open(str(path)) as container:
+        return [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
+
+
+def manifest(output: Path) -> list[dict]:
+    path = output.with_name(output.name + ".manifest.jsonl")
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_worker_node_killed_mid_job_loses_nothing_and_doubles_nothing(stack, cluster, tree, tmp_path):
+    crop = ["batch", str(tree), "--mode", "crop", "--width", "160", "--height", "160", "--concurrency", "4"]
+    single = facecrop(stack.gateway, *crop[:2], str(tmp_path / "single"), *crop[2:])
+    assert single.returncode == 0, single.stderr
+    expected = files(tmp_path / "single")
+    assert len(expected) == PHOTOS
+
+    # Through a gate that answers 3 crops and holds the rest: the job is mid-way, with tasks waiting
+    # on both worker nodes, when one node is killed.
+    gate = Gate("/v1/crop", let_through=3)
+    output = tmp_path / "cluster"
+    with gated(stack.gateway, gate) as url:
+        command = [*FACECROP, "--url", url, *crop[:2], str(output), *crop[2:], "--ray", cluster.address, "-q"]
+        running = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+        assert gate.held.wait(120), running.poll()
+        cluster.remove_node(cluster.workers[0], allow_graceful=False)
+        gate.released.set()
+        _, stderr = running.communicate(timeout=240)
+    assert running.returncode == 0, stderr
+    assert files(output) == expected  # every crop once, byte for byte, and nothing else (no partial file)
+    rows = manifest(output)
+    assert sorted(row["source"] for row in rows) == sorted(expected)  # each photo listed once
+    assert all(row["status"] == "done" and row["faces"] >= 0 and row["error"] is None for row in rows)
+    assert {row["output"] for row in rows} == {str(output / name) for name in expected}
+
+    again = facecrop(stack.gateway, *crop[:2], str(output), *crop[2:], ray_address=cluster.address)
+    assert again.returncode == 0, again.stderr
+    assert f"{PHOTOS} already done, 0 processed" in again.stderr
+    assert files(output) == expected and len(manifest(output)) == PHOTOS  # nothing written, nothing listed
+
+
+def test_anonymize_photos_and_videos_on_the_cluster_equal_one_machine(stack, cluster, tree, tmp_path):
+    anonymize = ["batch", str(tree), "--mode", "anonymize", "--json"]
+    single = facecrop(stack.gateway, *anonymize[:2], str(tmp_path / "single"), *anonymize[2:])
+    assert single.returncode == 0, single.stderr
+    on_ray = facecrop(stack.gateway, *anonymize[:2], str(tmp_path / "ray"), *anonymize[2:], ray_address=cluster.address)
+    assert on_ray.returncode == 0, on_ray.stderr
+    assert json.loads(on_ray.stdout)["succeeded"] == json.loads(single.stdout)["succeeded"] == PHOTOS
+    alone, spread = files(tmp_path / "single"), files(tmp_path / "ray")
+    assert sorted(alone) == sorted(spread) and len(alone) == PHOTOS + 2
+    for name in alone:
+        if name.endswith(".mp4"):
+            assert all(
+                np.array_equal(a, b)
+                for a, b in zip(frames(tmp_path / "single" / name), frames(tmp_path / "ray" / name))
+            )
+            assert len(frames(tmp_path / "ray" / name)) == len(frames(tree / name))
+        else:
+            assert spread[name] == alone[name], name
+    videos = [row for row in manifest(tmp_path / "ray") if row["source"].endswith(".mp4")]
+    assert sorted(row["source"] for row in videos) == ["clips/street.mp4", "clips/turned.mp4"]
+
+
+def test_an_unreachable_cluster_is_one_line_at_once(stack, tree, tmp_path):
+    done = facecrop(
+        stack.gateway, "batch", str(tree), str(tmp_path / "out"), "--mode", "detect", ray_address="127.0.0.1:9"
+    )
+    assert done.returncode == 1
+    assert (
+        done.stderr.startswith("facecrop: cannot reach the Ray cluster at 127.0.0.1:9") and done.stderr.count("\n") == 1
+    )
+    assert not (tmp_path / "out").exists()
+
+
+def test_ctrl_c_stops_an_embedded_job_and_leaves_no_partial_file(stack, tree, tmp_path):
+    """Embedded (`--ray` alone: a Ray inside the command), through a gate that answers 2 photos and
+    holds the next: the job is mid-way when Ctrl-C comes."""
+    gate = Gate("/v1/anonymize", let_through=2)
+    output = tmp_path / "out"
+    with gated(stack.gateway, gate) as url:
+        command = [*FACECROP, "--url", url, "batch", str(tree), str(output), "--mode", "anonymize", "--ray", "-q"]
+        running = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, preexec_fn=restore_ctrl_c)
+        assert gate.held.wait(120), running.poll()
+        running.send_signal(signal.SIGINT)
+        gate.released.set()
+        _, stderr = running.communicate(timeout=120)
+    assert running.returncode == 130, stderr
+    assert "interrupted (run again to continue)" in stderr
+    written = [p for p in output.rglob("*") if p.is_file()]
+    assert 2 <= len(written) < PHOTOS and all(p.suffix == ".jpg" for p in written)  # whole pictures only
+    assert all(Image.open(p).load() is not None for p in written)
+    assert {row["output"] for row in manifest(output)} <= {str(p) for p in written}
+    # the re-run does the rest, and the manifest then names every output once
+    again = facecrop(stack.gateway, "batch", str(tree), str(output), "--mode", "anonymize", ray_address="")
+    assert again.returncode == 0, again.stderr
+    rows = [row for row in manifest(output) if row["status"] == "done"]
+    assert sorted(row["output"] for row in rows) == sorted(str(p) for p in output.rglob("*") if p.is_file())

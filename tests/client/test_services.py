@@ -1,0 +1,55 @@
+"""Several service URLs as one client (`--url a,b`): calls spread in turn, an unreachable service
+skipped for the next, a refusal not sent elsewhere."""
+
+import pytest
+
+from facecrop_client.client import Client, FacecropError, Services, connect
+
+
+class Stub:
+    def __init__(self, name: str, down: bool = False, refuses: bool = False):
+        self.name, self.down, self.refuses, self.calls = name, down, refuses, 0
+
+    def detect(self, image, **params):
+        self.calls += 1
+        if self.down:
+            raise FacecropError(0, "connection_error", f"cannot reach {self.name}")
+        if self.refuses:
+            raise FacecropError(415, "unsupported_media_type", "not an image")
+        return self.name
+
+    def check(self):
+        if self.down:
+            raise FacecropError(0, "connection_error", f"cannot reach {self.name}")
+
+
+def test_calls_spread_over_the_services_in_turn():
+    services = Services([Stub("a"), Stub("b"), Stub("c")])
+    assert [services.detect(b"x") for _ in range(6)] == ["a", "b", "c", "a", "b", "c"]
+
+
+def test_an_unreachable_service_is_skipped_for_the_next():
+    a, b = Stub("a", down=True), Stub("b")
+    services = Services([a, b])
+    assert [services.detect(b"x") for _ in range(4)] == ["b"] * 4
+    assert a.calls == 2 and b.calls == 4  # a tried on its turns only
+    services.check()  # one answers: usable
+
+
+def test_a_refusal_is_not_sent_elsewhere_and_all_down_is_a_connection_error():
+    a, b = Stub("a", refuses=True), Stub("b")
+    with pytest.raises(FacecropError, match="415"):
+        Services([a, b]).detect(b"x")
+    assert b.calls == 0
+    down = Services([Stub("a", down=True), Stub("b", down=True)])
+    with pytest.raises(FacecropError) as error:
+        down.detect(b"x")
+    assert error.value.code == "connection_error"
+    with pytest.raises(FacecropError, match="cannot reach a; cannot reach b"):
+        down.check()
+
+
+def test_connect_takes_one_url_or_several():
+    assert isinstance(connect("http://127.0.0.1:8080"), Client)
+    several = connect("http://10.0.0.1:8080, http://10.0.0.2:8080")
+    assert isinstance(several, Services) and several.base_url == "http://10.0.0.1:8080, http://10.0.0.2:8080"
