@@ -66,6 +66,7 @@ from bench.options import report as options_report
 from bench.phone import gateway_cpu, phone_photos
 from bench.phone import table as phone_table
 from bench.placement import report as placement_report
+from bench.ray import report as ray_report
 from bench.sources import report as sources_report
 from bench.url import report as url_report
 from bench.verdicts import record, shown, verdict_table
@@ -380,6 +381,11 @@ SECTIONS: tuple[tuple[str, str, Section], ...] = (
     ("url", "The URL form against thumbor 7.8's smart crop, cache misses (bench/url.py):", on_stack(url_report)),
     ("hostile", "The URL form under hostile origins (bench/hostile.py):", on_stack(hostile_report)),
     ("sources", "The photos people have (bench/sources.py):", on_stack(sources_report)),
+    (
+        "ray",
+        "`facecrop batch --ray` and `video --ray` against the default path, and on two nodes (bench/ray.py):",
+        lambda stack, url, env: ray_report(url),
+    ),
     ("options", "Cloudflare's options (bench/options.py):", on_stack(options_report)),
     (
         "allocators",

@@ -1,9 +1,9 @@
 """`facecrop batch --ray` and `facecrop video --ray`: the same job as a Ray Data pipeline, embedded
 (a local Ray inside this process) or on a cluster (`ray start`, KubeRay). Needs the ray extra.
 
-Photos go to Ray tasks a few at a time: each task reads its photos, sends them to the service and
-writes what comes back, on whichever node runs it; at most `in_flight` tasks run at once per
-service URL, one request each (backpressure: Ray Data holds the rest back). Each video is one
+Photos go to Ray tasks PHOTOS_PER_TASK at a time: each task reads its photos, sends them to the
+service and writes what comes back, on whichever node runs it, REQUESTS_PER_TASK at once; tasks run
+`in_flight` requests at most per service URL together (backpressure: Ray Data holds the rest back). Each video is one
 task, its decode, hiding and encode on the node that runs it. A task whose node dies is run again
 on another (Ray Data retries a task lost with its node, without limit): outputs are named from the
 source and the options, as the local path names them, and appear whole (a name of their own, then
@@ -20,7 +20,9 @@ import os
 import socket
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +30,11 @@ from facecrop_client.batch import DetectSink, PictureSink, reason
 from facecrop_client.client import AnyClient, FacecropError, connect
 
 COLUMNS = ("source", "output", "faces", "error", "seconds", "result")
-PHOTOS_PER_TASK = 2
-TASK_CPUS = 0.125  # a photo task mostly waits on the service: several share a core
+# A photo task sends REQUESTS_PER_TASK of its photos at once (threads: it mostly waits on the service);
+# PHOTOS_PER_TASK each, so a node lost costs at most that many photos redone per task it ran.
+PHOTOS_PER_TASK = 16
+REQUESTS_PER_TASK = 4
+TASK_CPUS = 0.25
 CONNECT_TIMEOUT_S = 5.0
 
 
@@ -149,21 +154,23 @@ def stop() -> None:
 
 
 def photo_task(batch: dict[str, Any], job: PhotoJob) -> dict[str, list]:
-    """A task's photos, each sent and its picture written here."""
-    client = job.service.client()
-    done = []
-    for relative in batch["source"]:
-        started = time.monotonic()
-        try:
-            answer: Any = job.sink.call(client, job.root / relative, job.params)
-            faces, output = job.sink.faces(answer), str(job.sink.output_of(relative))
-            if isinstance(job.sink, PictureSink):
-                job.sink.write(relative, answer)
-                answer = None  # written here; detect's answers go to the driver's one file
-            done.append(Done(relative, output, faces, None, time.monotonic() - started, answer))
-        except (FacecropError, OSError) as failure:
-            done.append(Done(relative, "", 0, reason(failure), time.monotonic() - started))
+    """A task's photos, REQUESTS_PER_TASK at a time, each sent and its picture written here."""
+    with ThreadPoolExecutor(REQUESTS_PER_TASK) as pool:
+        done = list(pool.map(partial(one_photo, job), batch["source"]))
     return {field: [item.row()[field] for item in done] for field in COLUMNS}
+
+
+def one_photo(job: PhotoJob, relative: str) -> Done:
+    started = time.monotonic()
+    try:
+        answer: Any = job.sink.call(job.service.client(), job.root / relative, job.params)
+        faces, output = job.sink.faces(answer), str(job.sink.output_of(relative))
+        if isinstance(job.sink, PictureSink):
+            job.sink.write(relative, answer)
+            answer = None  # written here; detect's answers go to the driver's one file
+        return Done(relative, output, faces, None, time.monotonic() - started, answer)
+    except (FacecropError, OSError) as failure:
+        return Done(relative, "", 0, reason(failure), time.monotonic() - started)
 
 
 def run_photos(job: PhotoJob, todo: list[str]) -> Iterable[Done]:
@@ -172,14 +179,16 @@ def run_photos(job: PhotoJob, todo: list[str]) -> Iterable[Done]:
 
     if not todo:
         return
+    tasks = max(1, job.in_flight * job.service.count // REQUESTS_PER_TASK)
     dataset = ray.data.from_items([{"source": relative} for relative in todo], override_num_blocks=len(todo))
     done = dataset.map_batches(
         photo_task,  # type: ignore[arg-type]  # Ray's stubs know no keyword arguments (fn_kwargs)
         fn_kwargs={"job": job},
-        batch_size=PHOTOS_PER_TASK,
+        batch_size=max(1, min(PHOTOS_PER_TASK, -(-len(todo) // tasks))),  # a small job still uses every task
         batch_format="default",
-        compute=ray.data.TaskPoolStrategy(size=job.in_flight * job.service.count),
+        compute=ray.data.TaskPoolStrategy(size=tasks),
         num_cpus=TASK_CPUS,
+        ray_remote_args_fn=lambda: {"scheduling_strategy": "SPREAD"},  # over the nodes (and their services)
     )
     for row in done.iter_rows():
         yield Done.of(row)

