@@ -67,7 +67,7 @@ def paired(commands: dict[str, list[str]], output: Path, rounds: int) -> dict[st
 def report(gateway: str, photos: int = 180, rounds: int = 3) -> str:
     from ray.cluster_utils import Cluster
 
-    from tests.clips import build_clip
+    from evaluation.clips import build_clip
 
     lines = [
         "| job | engine | wall s (median) | CPU s (median) | wall / default | CPU / default |",

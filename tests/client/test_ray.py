@@ -18,7 +18,7 @@ import pytest
 from PIL import Image
 
 from evaluation.images import labeled_set
-from tests.clips import build_clip
+from evaluation.clips import build_clip
 from tests.support import Gate, gated, restore_ctrl_c
 
 ray = pytest.importorskip("ray")

@@ -1,4 +1,4 @@
-"""`facecrop video` against the real service, on short clips of real faces in motion (tests/clips.py)."""
+"""`facecrop video` against the real service, on short clips of real faces in motion (evaluation/clips.py)."""
 
 import json
 import re
@@ -15,7 +15,7 @@ import pytest
 
 from evaluation.hidden import video_hiding
 from evaluation.images import CROWD, photo
-from tests.clips import build_clip
+from evaluation.clips import build_clip
 from tests.support import Gate, gated, restore_ctrl_c
 
 FACECROP = [sys.executable, "-m", "facecrop_client.cli"]
