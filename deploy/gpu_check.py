@@ -34,7 +34,8 @@ PHOTOS = ROOT.parent / "shared" / "faces" / "demo"
 GATEWAY = f"http://127.0.0.1:{os.environ.get('FACECROP_PORT', '8080')}"  # the ports docker-compose.yml publishes
 TRITON_HTTP = f"http://127.0.0.1:{os.environ.get('TRITON_HTTP_PORT', '8000')}"
 TRITON_GRPC = f"127.0.0.1:{os.environ.get('TRITON_GRPC_PORT', '8001')}"
-MODELS = ("retinaface_uint8", "retinaface", "yunet_n_uint8", "yunet_n", "faces_uint8")  # the last: both uint8 graphs at once
+# faces_uint8: the ensemble that runs both uint8 graphs on one request
+MODELS = ("retinaface_uint8", "retinaface", "yunet_n_uint8", "yunet_n", "faces_uint8")
 # Triton 24.10 is built on CUDA 12.6: R560+, or a data-centre forward-compatibility branch.
 MIN_DRIVER = 560
 COMPATIBLE_BRANCHES = {470: 57, 525: 0, 535: 0, 545: 0}

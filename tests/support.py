@@ -190,6 +190,9 @@ class Gate:
             self.released.wait(60)
 
 
+HOP_HEADERS = ("connection", "content-length", "transfer-encoding", "content-encoding", "keep-alive")
+
+
 class _Forward(BaseHTTPRequestHandler):
     """Passes each request on to the server's target once its gate allows, and the answer back."""
 
@@ -205,9 +208,7 @@ class _Forward(BaseHTTPRequestHandler):
             timeout=60,  # type: ignore[attr-defined]
         )
         passed_on = {  # every header but those of this hop (requests has undone the encoding)
-            key: value
-            for key, value in forwarded.headers.items()
-            if key.lower() not in ("connection", "content-length", "transfer-encoding", "content-encoding", "keep-alive")
+            key: value for key, value in forwarded.headers.items() if key.lower() not in HOP_HEADERS
         }
         answer(self, forwarded.status_code, forwarded.content, passed_on)
 

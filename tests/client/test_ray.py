@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from evaluation.images import labeled_set
 from evaluation.clips import build_clip
+from evaluation.images import labeled_set
 from tests.support import Gate, gated, restore_ctrl_c
 
 ray = pytest.importorskip("ray")

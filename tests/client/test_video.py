@@ -13,9 +13,9 @@ import av
 import numpy as np
 import pytest
 
+from evaluation.clips import build_clip
 from evaluation.hidden import video_hiding
 from evaluation.images import CROWD, photo
-from evaluation.clips import build_clip
 from tests.support import Gate, gated, restore_ctrl_c
 
 FACECROP = [sys.executable, "-m", "facecrop_client.cli"]
