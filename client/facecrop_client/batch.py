@@ -19,6 +19,7 @@ from tqdm import tqdm
 
 from facecrop_client.client import AnyClient, FacecropError
 from facecrop_client.models import AnonymizeResult, CropResult
+from facecrop_client.sources import Folder, Item, Source
 
 IMAGE_SUFFIXES = frozenset(
     {".jpg", ".jpeg", ".png", ".webp", ".avif", ".heic", ".heif", ".bmp", ".gif", ".tif", ".tiff"}
@@ -31,12 +32,7 @@ PARTIAL_SUFFIX = ".partial"
 
 def find_images(root: Path, suffixes: frozenset[str] = IMAGE_SUFFIXES) -> list[str]:
     """Image files (or others, by `suffixes`) under `root`, as sorted POSIX paths relative to it."""
-    found = []
-    for directory, _, files in os.walk(root):
-        for name in files:
-            if Path(name).suffix.lower() in suffixes:
-                found.append((Path(directory) / name).relative_to(root).as_posix())
-    return sorted(found)
+    return [item.name for item in Folder(root).items(suffixes)]
 
 
 class DetectSink:
@@ -64,8 +60,8 @@ class DetectSink:
         self.output.parent.mkdir(parents=True, exist_ok=True)
         self.file: TextIO = open(self.output, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
 
-    def call(self, client: AnyClient, path: Path, params: dict) -> dict:
-        return client.detect(path, **params).raw
+    def call(self, client: AnyClient, image: bytes | Path, name: str, params: dict) -> dict:
+        return client.detect(image, **params).raw
 
     def write(self, relative: str, result: dict) -> None:
         self.file.write(json.dumps({"path": relative, **result}) + "\n")
@@ -106,8 +102,8 @@ class PictureSink:
     def open(self) -> None:
         self.output.mkdir(parents=True, exist_ok=True)
 
-    def call(self, client: AnyClient, path: Path, params: dict) -> CropResult | AnonymizeResult:
-        return getattr(client, self.endpoint)(path, **params, format=self.format_of(path.name))
+    def call(self, client: AnyClient, image: bytes | Path, name: str, params: dict) -> CropResult | AnonymizeResult:
+        return getattr(client, self.endpoint)(image, **params, format=self.format_of(name))
 
     def write(self, relative: str, result: CropResult | AnonymizeResult) -> None:
         """The picture, whole or not at all: written under a name of its own (two writers of the same
@@ -236,7 +232,7 @@ def manifest_path(output: Path) -> Path:
     return output.with_name(output.name + ".manifest.jsonl")
 
 
-def unlisted(images: list[str], todo: list[str], manifest: Path) -> list[str]:
+def unlisted(images: list[Item], todo: list[Item], manifest: Path) -> list[str]:
     """The images done before this run that the manifest does not list."""
     listed = set()
     if manifest.exists():
@@ -245,31 +241,31 @@ def unlisted(images: list[str], todo: list[str], manifest: Path) -> list[str]:
                 row = json.loads(line)
                 if row["status"] == "done":
                     listed.add(row["source"])
-    waiting = set(todo)
-    return [image for image in images if image not in waiting and image not in listed]
+    waiting = {item.name for item in todo}
+    return [item.name for item in images if item.name not in waiting and item.name not in listed]
 
 
-def todo_of(root: Path, sink) -> tuple[list[str], list[str]]:
-    """Every image under `root`, and those not yet in the sink's output (what a run does)."""
-    images = find_images(root)
+def todo_of(source: Source, sink) -> tuple[list[Item], list[Item]]:
+    """Every image of `source`, and those not yet in the sink's output (what a run does)."""
+    images = source.items(IMAGE_SUFFIXES)
     sink.load()
-    return images, [relative for relative in images if not sink.is_done(relative)]
+    return images, [item for item in images if not sink.is_done(item.name)]
 
 
 def run_batch(
     client: AnyClient,
-    root: Path,
+    source: Source,
     sink,
     params: dict,
     concurrency: int,
     failures_path: Path,
     progress: Callable[[int], tqdm] = progress_bar,
 ) -> Summary:
-    """Process every image under `root` not yet in the output; failures go to `failures_path`,
+    """Process every image of `source` not yet in the output; failures go to `failures_path`,
     every item to the manifest beside the output.
 
     `progress(count)` makes the progress display for the `count` images to do."""
-    images, todo = todo_of(root, sink)
+    images, todo = todo_of(source, sink)
     summary = Summary(total=len(images), skipped=len(images) - len(todo))
     bar = progress(len(todo))
     started = time.monotonic()
@@ -281,23 +277,23 @@ def run_batch(
         ledger = Ledger(summary, manifest, failures, bar)
         ledger.found(unlisted(images, todo, manifest_path(sink.output)), sink)
         queue = iter(todo)
-        running: dict[Future, str] = {}
+        running: dict[Future, Item] = {}
         pool = ThreadPoolExecutor(concurrency)
         try:
-            _fill(pool, running, queue, client, root, sink, params, 2 * concurrency)
+            _fill(pool, running, queue, client, source, sink, params, 2 * concurrency)
             while running:
                 finished, _ = wait(running, return_when=FIRST_COMPLETED)
                 for future in finished:
-                    relative = running.pop(future)
+                    name = running.pop(future).name
                     try:
                         result, seconds = future.result()
-                        sink.write(relative, result)
-                        ledger.record(relative, sink.output_of(relative), sink.faces(result), None, seconds)
+                        sink.write(name, result)
+                        ledger.record(name, sink.output_of(name), sink.faces(result), None, seconds)
                     except Failed as failure:
-                        ledger.record(relative, "", 0, reason(failure.error), failure.seconds)
+                        ledger.record(name, "", 0, reason(failure.error), failure.seconds)
                     except OSError as error:  # the output could not be written
-                        ledger.record(relative, "", 0, reason(error), 0.0)
-                _fill(pool, running, queue, client, root, sink, params, 2 * concurrency)
+                        ledger.record(name, "", 0, reason(error), 0.0)
+                _fill(pool, running, queue, client, source, sink, params, 2 * concurrency)
         except KeyboardInterrupt:
             summary.interrupted = True
             for future in running:
@@ -318,22 +314,22 @@ class Failed(Exception):
         self.error, self.seconds = error, seconds
 
 
-def timed_call(sink, client: AnyClient, path: Path, params: dict) -> tuple[object, float]:
-    """`sink.call` and its seconds; Failed (with the seconds) where it fails."""
+def timed_call(sink, client: AnyClient, source: Source, item: Item, params: dict) -> tuple[object, float]:
+    """The item read and `sink.call` on it, and its seconds; Failed (with the seconds) where either fails."""
     started = time.monotonic()
     try:
-        return sink.call(client, path, params), time.monotonic() - started
+        return sink.call(client, source.read(item.origin), item.name, params), time.monotonic() - started
     except (FacecropError, OSError) as error:
         raise Failed(error, time.monotonic() - started) from error
 
 
-def _fill(pool, running: dict, queue: Iterator[str], client, root: Path, sink, params: dict, window: int) -> None:
+def _fill(pool, running: dict, queue: Iterator[Item], client, source: Source, sink, params: dict, window: int) -> None:
     """Keep at most `window` images submitted (memory stays flat on any tree size)."""
     while len(running) < window:
-        relative = next(queue, None)
-        if relative is None:
+        item = next(queue, None)
+        if item is None:
             return
-        running[pool.submit(timed_call, sink, client, root / relative, params)] = relative
+        running[pool.submit(timed_call, sink, client, source, item, params)] = item
 
 
 PICTURE_PARTIAL = re.compile(r"\.[0-9a-f]{32}\.partial$")  # PictureSink.write's

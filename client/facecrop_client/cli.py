@@ -36,6 +36,7 @@ from facecrop_client.batch import (
 )
 from facecrop_client.client import AnyClient, FacecropError, connect
 from facecrop_client.presets import DEFAULTS, FAST
+from facecrop_client.sources import Folder, Source, source_of
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 DEFAULT_TIMEOUT_S = 60.0
@@ -164,7 +165,9 @@ def parser() -> argparse.ArgumentParser:
     )
     video.add_argument("--in-flight", type=int, default=4, help="frames at the service at once (default 4)")
     video.add_argument("-q", "--quiet", action="store_true", help="no progress display (the summary still prints)")
-    batch.add_argument("input_dir", type=Path)
+    batch.add_argument(
+        "input_dir", metavar="INPUT", help="a folder, a text file of paths or URLs (one a line), or s3://bucket/prefix"
+    )
     batch.add_argument("output", type=Path, help="detect: a JSON Lines file; crop, anonymize: a directory")
     batch.add_argument("--mode", choices=("detect", "crop", "anonymize"), required=True)
     batch.add_argument("--concurrency", type=int, default=8, help="requests in flight per service (default 8)")
@@ -254,28 +257,30 @@ def pictures(client: AnyClient, args: argparse.Namespace) -> int:
     sink.open()
 
     def one(photo: Path) -> None:
-        sink.write(photo.name, sink.call(client, photo, params))
+        sink.write(photo.name, sink.call(client, photo, photo.name, params))
         print(sink.target(photo.name), flush=True)
 
     return each_photo(args.photos, one)
 
 
 def batch(client: AnyClient, args: argparse.Namespace) -> int:
-    if not args.input_dir.is_dir():
-        raise CommandError(f"{args.input_dir}: not a folder")
+    try:
+        source = source_of(args.input_dir)
+    except ValueError as error:
+        raise CommandError(str(error)) from error
     sink = DetectSink(args.output) if args.mode == "detect" else PictureSink(args.output, args.format, args.mode)
     params = service_params(args, OPTIONS[args.mode])
     failures = args.output.with_name(args.output.name + ".failures.jsonl")
     if args.ray is not None:
-        summary = batch_on_ray(args, sink, params, failures)
+        summary = batch_on_ray(args, source, sink, params, failures)
     else:
         progress = partial(progress_bar, quiet=args.quiet)
         with about(args.input_dir):
             client.check()  # an address nobody answers: one line at once, not a failure per image
-        summary = run_batch(client, args.input_dir, sink, params, args.concurrency, failures, progress)
+        summary = run_batch(client, source, sink, params, args.concurrency, failures, progress)
         print(summary.line(), file=sys.stderr)
-        if not summary.interrupted and args.mode == "anonymize":
-            summary.failed += video_batch(client, args, failures)
+        if not summary.interrupted and args.mode == "anonymize" and isinstance(source, Folder):
+            summary.failed += video_batch(client, args, source.root, failures)
     if summary.failed:
         print(f"failures and their reasons: {failures}", file=sys.stderr)
     if args.json:
@@ -306,14 +311,14 @@ def ray_start(cluster, args: argparse.Namespace) -> float:
     return time.monotonic()
 
 
-def batch_on_ray(args: argparse.Namespace, sink, params: dict, failures: Path) -> Summary:
+def batch_on_ray(args: argparse.Namespace, source: Source, sink, params: dict, failures: Path) -> Summary:
     """`batch --ray`: the photos (and, anonymizing, the videos) as Ray tasks; the manifest, the
     failures and detect's lines written here as they come back."""
     cluster = ray_module()
-    images, todo = todo_of(args.input_dir, sink)
+    images, todo = todo_of(source, sink)
     summary = Summary(total=len(images), skipped=len(images) - len(todo))
     service = cluster.Service(*service_of(args))
-    job = cluster.PhotoJob(args.input_dir, sink, params, service, args.concurrency)
+    job = cluster.PhotoJob(source, sink, params, service, args.concurrency)
     started_at = ray_start(cluster, args)
     sink.open()
     try:
@@ -327,11 +332,11 @@ def batch_on_ray(args: argparse.Namespace, sink, params: dict, failures: Path) -
                 if done.result is not None:  # detect: its answer, for the one JSON Lines file
                     sink.write(done.source, done.result)
                 ledger.record(done.source, done.output, done.faces, done.error, done.seconds)
-            if args.mode == "anonymize":
+            if args.mode == "anonymize" and isinstance(source, Folder):
                 print(summary.line(), file=sys.stderr)
                 tasks = [
-                    cluster.VideoTask(name, video_job(args, args.input_dir / name, args.output / name), service)
-                    for name in find_images(args.input_dir, VIDEO_SUFFIXES)
+                    cluster.VideoTask(name, video_job(args, source.root / name, args.output / name), service)
+                    for name in find_images(source.root, VIDEO_SUFFIXES)
                     if not (args.output / name).exists()
                 ]
                 for task in tasks:
@@ -346,7 +351,7 @@ def batch_on_ray(args: argparse.Namespace, sink, params: dict, failures: Path) -
         sink.close()
         sweep_partials(args.output)
         summary.seconds = time.monotonic() - started_at
-    if args.mode != "anonymize" or summary.interrupted:
+    if args.mode != "anonymize" or not isinstance(source, Folder) or summary.interrupted:
         print(summary.line(), file=sys.stderr)
     return summary
 
@@ -439,10 +444,10 @@ def video_on_ray(args: argparse.Namespace, job) -> int:
     return 0
 
 
-def video_batch(client: AnyClient, args: argparse.Namespace, failures: Path) -> int:
+def video_batch(client: AnyClient, args: argparse.Namespace, root: Path, failures: Path) -> int:
     """batch --mode anonymize: the videos of the tree, one after another (each keeps the service
     busy by itself), written beside the pictures; failures added to `failures`. Failed count."""
-    names = [n for n in find_images(args.input_dir, VIDEO_SUFFIXES) if not (args.output / n).exists()]
+    names = [n for n in find_images(root, VIDEO_SUFFIXES) if not (args.output / n).exists()]
     if not names:
         return 0
     videos = video_module()
@@ -452,7 +457,7 @@ def video_batch(client: AnyClient, args: argparse.Namespace, failures: Path) -> 
         target = args.output / name
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
-            summary = videos.run_video(client, video_job(args, args.input_dir / name, target), progress)
+            summary = videos.run_video(client, video_job(args, root / name, target), progress)
             print(f"{name}: {summary.line()}", file=sys.stderr)
         except (videos.VideoError, FacecropError, OSError) as error:
             failed += 1

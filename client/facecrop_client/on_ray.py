@@ -23,11 +23,11 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from facecrop_client.batch import DetectSink, PictureSink, reason
 from facecrop_client.client import AnyClient, FacecropError, connect
+from facecrop_client.sources import Item, Source
 
 COLUMNS = ("source", "output", "faces", "error", "seconds", "result")
 # A photo task sends REQUESTS_PER_TASK of its photos at once (threads: it mostly waits on the service);
@@ -67,10 +67,10 @@ _CLIENTS: dict[tuple, AnyClient] = {}
 
 @dataclass(frozen=True)
 class PhotoJob:
-    """What each photo task needs: the input root, the sink that names and writes the outputs, the
-    endpoint's parameters and the service."""
+    """What each photo task needs: the source it reads, the sink that names and writes the outputs,
+    the endpoint's parameters and the service."""
 
-    root: Path
+    source: Source
     sink: DetectSink | PictureSink
     params: dict
     service: Service
@@ -125,6 +125,8 @@ def start(address: str | None, quiet: bool) -> None:
         ray.init(
             # "local": a Ray of its own, not a cluster `ray start` left running on this machine
             address=address or os.environ.get("RAY_ADDRESS") or "local",
+            # the object store's settings (AWS_*: credentials, region, endpoint) reach every task
+            runtime_env={"env_vars": {k: v for k, v in os.environ.items() if k.startswith("AWS_")}},
             include_dashboard=False,
             log_to_driver=not quiet,
             logging_level=logging.WARNING,
@@ -156,31 +158,32 @@ def stop() -> None:
 def photo_task(batch: dict[str, Any], job: PhotoJob) -> dict[str, list]:
     """A task's photos, REQUESTS_PER_TASK at a time, each sent and its picture written here."""
     with ThreadPoolExecutor(REQUESTS_PER_TASK) as pool:
-        done = list(pool.map(partial(one_photo, job), batch["source"]))
+        done = list(pool.map(partial(one_photo, job), map(Item, batch["source"], batch["origin"])))
     return {field: [item.row()[field] for item in done] for field in COLUMNS}
 
 
-def one_photo(job: PhotoJob, relative: str) -> Done:
+def one_photo(job: PhotoJob, item: Item) -> Done:
     started = time.monotonic()
     try:
-        answer: Any = job.sink.call(job.service.client(), job.root / relative, job.params)
-        faces, output = job.sink.faces(answer), str(job.sink.output_of(relative))
+        answer: Any = job.sink.call(job.service.client(), job.source.read(item.origin), item.name, job.params)
+        faces, output = job.sink.faces(answer), str(job.sink.output_of(item.name))
         if isinstance(job.sink, PictureSink):
-            job.sink.write(relative, answer)
+            job.sink.write(item.name, answer)
             answer = None  # written here; detect's answers go to the driver's one file
-        return Done(relative, output, faces, None, time.monotonic() - started, answer)
+        return Done(item.name, output, faces, None, time.monotonic() - started, answer)
     except (FacecropError, OSError) as failure:
-        return Done(relative, "", 0, reason(failure), time.monotonic() - started)
+        return Done(item.name, "", 0, reason(failure), time.monotonic() - started)
 
 
-def run_photos(job: PhotoJob, todo: list[str]) -> Iterable[Done]:
+def run_photos(job: PhotoJob, todo: list[Item]) -> Iterable[Done]:
     """Every photo of `todo` through Ray, each as it is done."""
     import ray.data
 
     if not todo:
         return
     tasks = max(1, job.in_flight * job.service.count // REQUESTS_PER_TASK)
-    dataset = ray.data.from_items([{"source": relative} for relative in todo], override_num_blocks=len(todo))
+    rows = [{"source": item.name, "origin": item.origin} for item in todo]
+    dataset = ray.data.from_items(rows, override_num_blocks=len(todo))
     done = dataset.map_batches(
         photo_task,  # type: ignore[arg-type]  # Ray's stubs know no keyword arguments (fn_kwargs)
         fn_kwargs={"job": job},

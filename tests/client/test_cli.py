@@ -67,7 +67,10 @@ def test_a_missing_photo_is_one_line_naming_it(tmp_path, command):
 def test_a_missing_folder_is_one_line_naming_it(tmp_path):
     result = run_cli("batch", str(tmp_path / "nowhere"), str(tmp_path / "out.jsonl"), "--mode", "detect")
     assert result.returncode == 1
-    assert result.stderr == f"facecrop: {tmp_path / 'nowhere'}: not a folder\n"
+    assert (
+        result.stderr
+        == f"facecrop: {tmp_path / 'nowhere'}: not a folder, a list of paths or URLs, or an s3:// prefix\n"
+    )
 
 
 @pytest.mark.parametrize("command", ["detect", "batch"])

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import av
 import numpy as np
@@ -19,6 +20,7 @@ from PIL import Image
 
 from evaluation.clips import build_clip
 from evaluation.images import labeled_set
+from evaluation.origins import photo_origin
 from tests.support import Gate, gated, restore_ctrl_c
 
 ray = pytest.importorskip("ray")
@@ -107,6 +109,94 @@ def test_a_worker_node_killed_mid_job_loses_nothing_and_doubles_nothing(stack, c
     assert again.returncode == 0, again.stderr
     assert f"{PHOTOS} already done, 0 processed" in again.stderr
     assert files(output) == expected and len(manifest(output)) == PHOTOS  # nothing written, nothing listed
+
+
+@pytest.fixture
+def object_store(tree, monkeypatch) -> Iterator[str]:
+    """A local S3-compatible server (moto's, standing in for the user's store) holding the tree's
+    photos under s3://photos/batch/, reached as AWS tools reach one (AWS_ENDPOINT_URL and keys in
+    the environment, which the command passes on to its tasks)."""
+    from moto.server import ThreadedMotoServer
+    from pyarrow import fs
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    for key, value in {
+        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+        "AWS_ACCESS_KEY_ID": "facecrop-test",
+        "AWS_SECRET_ACCESS_KEY": "facecrop-test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(key, value)
+    store, _ = fs.FileSystem.from_uri("s3://photos?allow_bucket_creation=true")
+    store.create_dir("photos")
+    for path in sorted(tree.rglob("*.jpg")):
+        with store.open_output_stream(f"photos/batch/{path.relative_to(tree).as_posix()}") as stream:
+            stream.write(path.read_bytes())
+    try:
+        yield "s3://photos/batch"
+    finally:
+        server.stop()
+
+
+def test_photos_from_an_object_store_on_the_cluster_with_a_node_killed(stack, cluster, tree, object_store, tmp_path):
+    crop = ["--mode", "crop", "--width", "96", "--height", "128", "--concurrency", "8"]
+    single = facecrop(stack.gateway, "batch", str(tree), str(tmp_path / "single"), *crop)
+    assert single.returncode == 0, single.stderr
+    expected = {name: data for name, data in files(tmp_path / "single").items() if name.endswith(".jpg")}
+    fresh = cluster.add_node(num_cpus=1)  # two worker nodes, whatever an earlier test killed
+    cluster.wait_for_nodes()
+    gate = Gate("/v1/crop", let_through=3)
+    output = tmp_path / "from-s3"
+    with gated(stack.gateway, gate) as url:
+        command = [*FACECROP, "--url", url, "batch", object_store, str(output), *crop, "--ray", cluster.address, "-q"]
+        running = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+        assert gate.held.wait(120), running.poll()
+        cluster.remove_node(fresh, allow_graceful=False)
+        gate.released.set()
+        _, stderr = running.communicate(timeout=240)
+    assert running.returncode == 0, stderr
+    assert files(output) == expected  # from the store, on the cluster: the folder's crops, byte for byte
+    assert sorted(row["source"] for row in manifest(output)) == sorted(expected)
+    again = facecrop(stack.gateway, "batch", object_store, str(output), *crop, ray_address=cluster.address)
+    assert again.returncode == 0 and f"{PHOTOS} already done, 0 processed" in again.stderr, again.stderr
+
+
+def test_a_list_of_paths_and_urls_is_read_as_the_folder_is(stack, tree, tmp_path):
+    """A text file naming photos by path (absolute, or relative to the list) and by URL: each
+    detected as from the folder, named by its place under the list's folder, its whole path, or
+    its URL's host and path; a line that cannot be read fails alone."""
+    photos = sorted(tree.rglob("*.jpg"))[:3]
+    (tmp_path / "here").mkdir()
+    (tmp_path / "here" / photos[1].name).write_bytes(photos[1].read_bytes())
+    with photo_origin(tree) as (base, _):
+        relative = photos[2].relative_to(tree).as_posix()
+        lines = ["# three photos and a missing one", str(photos[0]), f"here/{photos[1].name}", f"{base}{relative}"]
+        (tmp_path / "photos.txt").write_text("\n".join([*lines, f"{base}missing.jpg", ""]))
+        listed = facecrop(
+            stack.gateway,
+            "batch",
+            str(tmp_path / "photos.txt"),
+            str(tmp_path / "list.jsonl"),
+            "--mode",
+            "detect",
+            "--json",
+        )
+    assert listed.returncode == 1, listed.stderr  # the missing URL
+    assert (json.loads(listed.stdout)["succeeded"], json.loads(listed.stdout)["failed"]) == (3, 1)
+    folder = facecrop(stack.gateway, "batch", str(tree), str(tmp_path / "folder.jsonl"), "--mode", "detect")
+    assert folder.returncode == 0, folder.stderr
+    by_path = {
+        json.loads(line)["path"]: json.loads(line) for line in (tmp_path / "folder.jsonl").read_text().splitlines()
+    }
+    answers = {
+        json.loads(line)["path"]: json.loads(line) for line in (tmp_path / "list.jsonl").read_text().splitlines()
+    }
+    names = [str(photos[0]).lstrip("/"), f"here/{photos[1].name}", f"{urlsplit(base).hostname}/{relative}"]
+    assert sorted(answers) == sorted(names)
+    for name, photo in zip(names, photos):
+        assert answers[name]["faces"] == by_path[photo.relative_to(tree).as_posix()]["faces"], name
 
 
 def test_anonymize_photos_and_videos_on_the_cluster_equal_one_machine(stack, cluster, tree, tmp_path):

@@ -1,0 +1,144 @@
+"""Where a batch's photos come from: a folder tree, a text file of paths or URLs, or an object-store
+prefix (`s3://bucket/prefix`, through pyarrow's filesystems, which Ray reads natively too).
+
+Each photo is an Item: its `name`, the path its outputs mirror (relative to the folder or the
+prefix; for a URL, host/path), and its `origin`, what `read` opens. Sources are small and picklable:
+a Ray task gets the source and its items' origins, and opens them on its own node.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, NamedTuple, Union
+from urllib.parse import urlsplit
+
+import urllib3
+
+OBJECT_STORE_SCHEMES = ("s3://", "gs://")
+READ_TIMEOUT_S = 60.0
+
+
+class Item(NamedTuple):
+    name: str  # what the outputs mirror, and the manifest's `source`
+    origin: str  # what the source's `read` opens
+
+
+@dataclass(frozen=True)
+class Folder:
+    """Every file of a tree, by its path under `root`."""
+
+    root: Path
+
+    def items(self, suffixes: frozenset[str]) -> list[Item]:
+        found = []
+        for directory, _, files in os.walk(self.root):
+            for name in files:
+                if Path(name).suffix.lower() in suffixes:
+                    relative = (Path(directory) / name).relative_to(self.root).as_posix()
+                    found.append(Item(relative, relative))
+        return sorted(found)
+
+    def read(self, origin: str) -> bytes:
+        return (self.root / origin).read_bytes()
+
+    def local_path(self, origin: str) -> Path:
+        return self.root / origin
+
+
+@dataclass(frozen=True)
+class ListFile:
+    """One path or http(s) URL per line (blank lines and `#` comments skipped); relative paths
+    are read from the list's folder. A URL's outputs mirror its host and path."""
+
+    path: Path
+
+    def items(self, suffixes: frozenset[str]) -> list[Item]:
+        found: dict[str, Item] = {}
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            origin = line.strip()
+            if not origin or origin.startswith("#"):
+                continue
+            name = self.name_of(origin)
+            if PurePosixPath(name).suffix.lower() in suffixes:
+                found.setdefault(name, Item(name, origin))
+        return sorted(found.values())
+
+    def name_of(self, origin: str) -> str:
+        """A URL's host and path; a path's place under the list's folder, else its whole path."""
+        if origin.startswith(("http://", "https://")):
+            parts = urlsplit(origin)
+            return f"{parts.hostname}{os.path.normpath(parts.path or '/')}".rstrip("/")
+        folder = os.path.normpath(self.path.parent.absolute())
+        full = os.path.normpath(os.path.join(folder, origin))
+        inside = os.path.commonpath([folder, full]) == folder
+        return Path(os.path.relpath(full, folder) if inside else full).as_posix().lstrip("/")
+
+    def read(self, origin: str) -> bytes:
+        if not origin.startswith(("http://", "https://")):
+            return (self.path.parent / origin).read_bytes()
+        try:
+            response = _http().request("GET", origin, timeout=READ_TIMEOUT_S)
+        except urllib3.exceptions.HTTPError as error:
+            raise OSError(f"{origin}: {error}") from error
+        if response.status != 200:
+            raise OSError(f"{origin}: HTTP {response.status}")
+        return response.data
+
+
+@dataclass(frozen=True)
+class ObjectStore:
+    """Every object under a prefix (`s3://bucket/prefix`), through pyarrow's filesystems: the
+    credentials, region and endpoint from the environment as the AWS tools read them
+    (AWS_ENDPOINT_URL for an S3-compatible server), or as `?endpoint_override=...&scheme=http`."""
+
+    url: str
+
+    def filesystem(self) -> tuple[Any, str]:
+        """The filesystem (one per process) and the prefix's path in it."""
+        if self.url not in _FILESYSTEMS:
+            from pyarrow import fs
+
+            _FILESYSTEMS[self.url] = fs.FileSystem.from_uri(self.url)
+        filesystem, prefix = _FILESYSTEMS[self.url]
+        return filesystem, prefix.rstrip("/")
+
+    def items(self, suffixes: frozenset[str]) -> list[Item]:
+        from pyarrow import fs
+
+        filesystem, prefix = self.filesystem()
+        found = []
+        for info in filesystem.get_file_info(fs.FileSelector(prefix, recursive=True)):
+            if info.type == fs.FileType.File and PurePosixPath(info.path).suffix.lower() in suffixes:
+                relative = info.path[len(prefix) :].lstrip("/")
+                found.append(Item(relative, relative))
+        return sorted(found)
+
+    def read(self, origin: str) -> bytes:
+        filesystem, prefix = self.filesystem()
+        with filesystem.open_input_file(f"{prefix}/{origin}") as stream:
+            return stream.read()
+
+
+Source = Union[Folder, ListFile, ObjectStore]
+_FILESYSTEMS: dict[str, tuple[Any, str]] = {}
+_HTTP: list[urllib3.PoolManager] = []
+
+
+def _http() -> urllib3.PoolManager:
+    if not _HTTP:
+        _HTTP.append(urllib3.PoolManager(retries=urllib3.Retry(3, backoff_factor=0.5)))
+    return _HTTP[0]
+
+
+def source_of(text: str) -> Source:
+    """The source an INPUT argument names; ValueError (one line) where it names none."""
+    if text.startswith(OBJECT_STORE_SCHEMES):
+        return ObjectStore(text)
+    path = Path(text)
+    if path.is_dir():
+        return Folder(path)
+    if path.is_file():
+        return ListFile(path)
+    raise ValueError(f"{text}: not a folder, a list of paths or URLs, or an s3:// prefix")
