@@ -56,12 +56,26 @@ class TritonPorts:
     grpc: int = 8001
     metrics: int = 8002
 
+    @classmethod
+    def free(cls) -> TritonPorts:
+        """Three ports nothing listens on now, none handed out before by this process."""
+        return cls(http=free_port(), grpc=free_port(), metrics=free_port())
+
+
+_HANDED_OUT: set[int] = set()
+
 
 def free_port() -> int:
-    """A TCP port on the loopback interface that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A TCP port nothing listens on right now, on any address (Triton listens on all of them), and
+    never one this process handed out before: the system may offer a port again as soon as it is
+    closed, and two servers of one stack given the same port fail to start."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("0.0.0.0", 0))
+            port = sock.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def pytriton_server_dir() -> Path:
@@ -261,7 +275,7 @@ def running_stack(
     """Triton and a gateway on loopback (free ports unless given), logs in build/logs/NAME-*.log
     (or on this terminal); both stopped on exit."""
     LOG_DIR.mkdir(parents=True, exist_ok=True)
-    ports = ports or TritonPorts(http=free_port(), grpc=free_port(), metrics=free_port())
+    ports = ports or TritonPorts.free()
     gateway_port = gateway_port or free_port()
 
     def log(kind: str) -> Path | None:

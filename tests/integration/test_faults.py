@@ -38,7 +38,7 @@ from tests.integration.test_shared_memory import regions_of
 def orphan_gateway():
     """A gateway whose Triton address has nothing listening (yet)."""
     LOG_DIR.mkdir(parents=True, exist_ok=True)
-    ports = TritonPorts(http=free_port(), grpc=free_port(), metrics=free_port())
+    ports = TritonPorts.free()
     port = free_port()
     gateway = start_gateway(port, f"127.0.0.1:{ports.grpc}", log_path=LOG_DIR / "orphan-gateway.log")
     wait_until_ok(f"http://127.0.0.1:{port}/healthz", gateway, timeout_s=60)

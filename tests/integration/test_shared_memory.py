@@ -102,7 +102,7 @@ def private_shm_triton(ports: TritonPorts) -> subprocess.Popen:
 
 def test_auto_falls_back_to_bytes_where_triton_cannot_open_the_regions():
     LOG_DIR.mkdir(parents=True, exist_ok=True)
-    ports = TritonPorts(http=free_port(), grpc=free_port(), metrics=free_port())
+    ports = TritonPorts.free()
     triton = private_shm_triton(ports)
     data = photo(CROWD).read_bytes()
     try:

@@ -110,3 +110,12 @@ def test_cuda_variant_is_the_production_config_without_tensorrt(model):
     assert not variant.optimization.execution_accelerators.gpu_execution_accelerator
     assert variant.instance_group == config_of(model).instance_group
     assert_matches_onnx(variant)
+
+
+def test_a_stack_s_ports_are_never_the_same_twice():
+    """A stack's Triton (three ports) and gateways each get a port of their own: the system offers a
+    closed port again at once, and Triton refuses to start with two of its ports the same."""
+    from local_triton.processes import TritonPorts, free_port
+
+    ports = [port for _ in range(50) for port in vars(TritonPorts.free()).values()] + [free_port() for _ in range(50)]
+    assert len(set(ports)) == len(ports) == 200
