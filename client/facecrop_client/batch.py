@@ -56,6 +56,10 @@ class DetectSink:
     def is_done(self, relative: str) -> bool:
         return relative in self.written
 
+    def __getstate__(self) -> dict:
+        """What a Ray task needs of it (the driver alone writes the file and knows what is done)."""
+        return {"output": self.output, "written": set()}
+
     def open(self) -> None:
         self.output.parent.mkdir(parents=True, exist_ok=True)
         self.file: TextIO = open(self.output, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()

@@ -159,7 +159,8 @@ def photo_task(batch: dict[str, Any], job: PhotoJob) -> dict[str, list]:
     """A task's photos, REQUESTS_PER_TASK at a time, each sent and its picture written here."""
     with ThreadPoolExecutor(REQUESTS_PER_TASK) as pool:
         done = list(pool.map(partial(one_photo, job), map(Item, batch["source"], batch["origin"])))
-    return {field: [item.row()[field] for item in done] for field in COLUMNS}
+    rows = [item.row() for item in done]
+    return {field: [row[field] for row in rows] for field in COLUMNS}
 
 
 def one_photo(job: PhotoJob, item: Item) -> Done:
@@ -221,7 +222,8 @@ def video_task(batch: dict[str, Any]) -> dict[str, list]:
         except (videos.VideoError, FacecropError, OSError) as failure:
             error = {"status": 0, "code": "video_failed", "message": str(failure)}
             done.append(Done(task.name, "", 0, error, time.monotonic() - started))
-    return {field: [item.row()[field] for item in done] for field in COLUMNS}
+    rows = [item.row() for item in done]
+    return {field: [row[field] for row in rows] for field in COLUMNS}
 
 
 def run_videos(tasks: list[VideoTask]) -> Iterable[Done]:

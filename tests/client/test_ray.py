@@ -174,6 +174,16 @@ def test_a_list_of_paths_and_urls_is_read_as_the_folder_is(stack, tree, tmp_path
         relative = photos[2].relative_to(tree).as_posix()
         lines = ["# three photos and a missing one", str(photos[0]), f"here/{photos[1].name}", f"{base}{relative}"]
         (tmp_path / "photos.txt").write_text("\n".join([*lines, f"{base}missing.jpg", ""]))
+        on_ray = facecrop(
+            stack.gateway,
+            "batch",
+            str(tmp_path / "photos.txt"),
+            str(tmp_path / "ray.jsonl"),
+            "--mode",
+            "detect",
+            "--json",
+            ray_address="",
+        )
         listed = facecrop(
             stack.gateway,
             "batch",
@@ -185,6 +195,9 @@ def test_a_list_of_paths_and_urls_is_read_as_the_folder_is(stack, tree, tmp_path
         )
     assert listed.returncode == 1, listed.stderr  # the missing URL
     assert (json.loads(listed.stdout)["succeeded"], json.loads(listed.stdout)["failed"]) == (3, 1)
+    assert on_ray.returncode == 1 and json.loads(on_ray.stdout)["failed"] == 1, on_ray.stderr
+    lines = (tmp_path / "list.jsonl").read_text().splitlines()
+    assert sorted((tmp_path / "ray.jsonl").read_text().splitlines()) == sorted(lines)  # detect on Ray: the same
     folder = facecrop(stack.gateway, "batch", str(tree), str(tmp_path / "folder.jsonl"), "--mode", "detect")
     assert folder.returncode == 0, folder.stderr
     by_path = {
