@@ -66,6 +66,9 @@ def test_request_ids_and_one_json_log_line_without_image_content(stack):
     assert line["image"] == {"width": 512, "height": 512, "format": "PNG"}
     stages = {"decode", "resize", "preprocess", "infer", "postprocess"}
     assert set(line["stages_ms"]) == set(line["stages_cpu_ms"]) == stages
+    assert (
+        sum(line["stages_cpu_ms"].values()) - 0.5 <= line["cpu_ms"] <= line["duration_ms"] + 0.1
+    )  # the stages' and more
     by_url = f"test-{uuid.uuid4().hex}"
     requests.get(f"{stack.gateway}/cdn-cgi/image/width=64/no/such.jpg", headers={"X-Request-ID": by_url}, timeout=30)
     line = log_line(by_url)  # the path asked for, beside the route the metrics count it under
