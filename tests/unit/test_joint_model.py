@@ -89,3 +89,42 @@ def test_renaming_a_part_turns_the_ensemble_off_unless_it_is_renamed_too():
     both = Settings.from_env({"FACECROP_MODEL_NAMES": "yunet_n_uint8=mine,faces_uint8=my_faces"})
     assert both.joint_models() == JOINT and both.triton_name(FACES.name) == "my_faces"
     assert Settings.from_env({"FACECROP_MODEL_NAMES": "retinaface=other"}).joint_models() == JOINT  # not a part
+
+
+class Named(NoFacesModel):
+    """A stand-in model that knows the wire format it was made for, and whether it is ready."""
+
+    def __init__(self, wire, ready: bool = True):
+        super().__init__(wire)
+        self.ready = ready
+
+    def is_ready(self) -> bool:
+        return self.ready
+
+
+def test_each_call_is_answered_by_the_model_made_for_its_wire_and_all_must_be_ready():
+    made = []
+
+    def model_for(wire):
+        made.append(Named(wire, ready=wire.model_name != FACES.name))
+        return made[-1]
+
+    detectors = serve(("retinaface", "yunet"), "uint8", model_for, JOINT)
+    assert [m.wire.model_name for m in made] == ["retinaface_uint8", "yunet_n_uint8", FACES.name]
+    [joint] = detectors.calls(detectors.first_pass("standard"))
+    assert joint.model is made[2] and joint.wire.model_name == FACES.name
+    [alone] = detectors.calls(detectors.first_pass("fast"))
+    assert alone.model is made[1] and alone.wire is made[1].wire
+    assert not detectors.is_ready()  # the ensemble is not
+    made[2].ready = True
+    assert detectors.is_ready()
+
+
+def test_the_tiled_pass_runs_the_models_the_policy_tiles():
+    untiled = DetectorKind("untiled", KINDS["yunet"].wire_formats, KINDS["yunet"].candidates, ALL, False)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("gateway.detection.detectors.KINDS", {**KINDS, "untiled": untiled})
+        detectors = serve(("retinaface", "untiled"), "uint8", lambda _: NoFacesModel())
+        alone = serve(("untiled",), "uint8", lambda _: NoFacesModel())
+    assert [d.name for d in detectors.tiled_pass()] == ["retinaface"]
+    assert [d.name for d in alone.tiled_pass()] == ["untiled"]  # where the policy names none: every served one
