@@ -1,0 +1,151 @@
+"""The detection's passes judged by pixels: a stand-in model that "finds" every white square of its
+input (OpenCV's connected components on the very tensor the gateway sends) stands in for the face
+models, so the boxes that come back must be the squares drawn on the picture, in the upright
+picture's pixels, through the standard pass, the tiled pass (detail=high), EXIF orientations and
+an animation's frames; no model's judgement is involved."""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+
+import cv2
+import numpy as np
+import pytest
+from PIL import Image
+
+from gateway.config import Settings
+from gateway.detection.detections import Detections
+from gateway.detection.detectors import ALL, KINDS, DetectorKind, serve
+from gateway.detection.model import in_process_batch
+from gateway.detection.passes import detect_frames, run_detection
+from gateway.params import DetectOptions
+from gateway.timing import StageTimer
+from gateway.triton.wire import Answer, Batch, ModelOutputs
+from tests.support import stored_with_orientation
+
+WIRE = KINDS["yunet"].wire_formats["uint8"]
+SIZE = (1600, 1200)  # (width, height): the standard pass scales by 1024 / 1600
+LARGE = [(100, 150, 120), (900, 500, 200)]  # (x, y, side) in the upright picture
+SMALL = [(1200, 900, 14), (300, 1000, 12)]  # under 10 px at the standard pass: found by tiles only
+
+
+MIN_SIDE = 10  # like a face model, it finds nothing smaller
+
+
+class SquareFinder:
+    """Answers the white squares of each input image, MIN_SIDE pixels and up, as faces (score 0.99,
+    box in input pixels)."""
+
+    def __init__(self, wire):
+        self.wire = wire
+        self.shapes: list[tuple[int, ...]] = []
+
+    def batch(self, shape: tuple[int, ...]) -> AbstractContextManager[Batch]:
+        self.shapes.append(shape)
+        return in_process_batch(shape, self.wire.dtype, self.run)
+
+    def run(self, tensor: np.ndarray) -> list[Answer]:
+        answers = []
+        for image in tensor:
+            white = (image.min(axis=2) > 200).astype(np.uint8)
+            _, _, stats, _ = cv2.connectedComponentsWithStats(white)
+            stats = stats[1:][(stats[1:, 2] >= MIN_SIDE) & (stats[1:, 3] >= MIN_SIDE)]
+            x, y, w, h = (stats[:, i].astype(np.float32) for i in range(4))
+            boxes = np.stack([x, y, x + w, y + h], axis=1).reshape(-1, 4)
+            answers.append(
+                (
+                    ModelOutputs(
+                        np.arange(len(boxes)),
+                        np.full(len(boxes), 0.99, np.float32),
+                        boxes,
+                        np.zeros((len(boxes), 10), np.float32),
+                    ),
+                )
+            )
+        return answers
+
+    def is_ready(self) -> bool:
+        return True
+
+
+def squares(outputs: ModelOutputs, input_shape: tuple[int, int], min_score: float) -> Detections:
+    centres = (outputs.loc[:, :2] + outputs.loc[:, 2:]) / 2
+    found = Detections(outputs.scores, outputs.loc.copy(), np.repeat(centres[:, None], 5, axis=1))
+    return found[found.scores >= min_score]
+
+
+@pytest.fixture
+def finder():
+    kind = DetectorKind("squares", {"uint8": WIRE}, squares, ALL, True)
+    model = SquareFinder(WIRE)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("gateway.detection.detectors.KINDS", {**KINDS, "squares": kind})
+        yield serve(("squares",), "uint8", lambda _: model), model
+
+
+def picture(marks: list[tuple[int, int, int]], size: tuple[int, int] = SIZE) -> Image.Image:
+    pixels = np.zeros((size[1], size[0], 3), np.uint8)
+    for x, y, side in marks:
+        pixels[y : y + side, x : x + side] = 255
+    return Image.fromarray(pixels)
+
+
+def boxes_of(marks: list[tuple[int, int, int]]) -> np.ndarray:
+    return np.array(sorted([x, y, x + side, y + side] for x, y, side in marks), np.float32)
+
+
+def found(detections: Detections) -> np.ndarray:
+    return np.array(sorted(detections.boxes.tolist()), np.float32).reshape(-1, 4)
+
+
+@pytest.mark.parametrize("orientation", [1, 6, 8])
+def test_the_standard_pass_answers_in_the_upright_picture_s_pixels(finder, orientation):
+    detectors, _ = finder
+    data = stored_with_orientation(orientation, picture(LARGE + SMALL))
+    result = run_detection(data, detectors, Settings(), DetectOptions(min_confidence=50))
+    assert result.tiles == 0 and result.passes == "standard"
+    np.testing.assert_allclose(found(result.detections), boxes_of(LARGE), atol=3)  # the small ones are < 10 px
+
+
+@pytest.mark.parametrize("orientation", [1, 6, 8])
+def test_the_tiled_pass_finds_the_small_squares_where_they_are(finder, orientation):
+    detectors, model = finder
+    data = stored_with_orientation(orientation, picture(LARGE + SMALL))
+    result = run_detection(data, detectors, Settings(), DetectOptions(min_confidence=50, detail="high"))
+    assert result.tiles > 1 and result.passes == "standard, tiled"
+    assert model.shapes[-1][0] == result.tiles and model.shapes[-1][1:3] == (1024, 1024)  # one batch of tiles
+    np.testing.assert_allclose(found(result.detections), boxes_of(LARGE + SMALL), atol=3)
+
+
+def test_auto_tiles_only_where_the_standard_pass_saw_small_faces(finder):
+    detectors, _ = finder
+    options = DetectOptions(min_confidence=50, detail="auto")
+    plain = run_detection(stored_with_orientation(1, picture(LARGE)), detectors, Settings(), options)
+    assert plain.tiles == 0
+    small = [(700, 300, 30)]  # 19 px at the standard pass: a small face, so smaller ones are likely
+    tiled = run_detection(stored_with_orientation(6, picture(LARGE + small + SMALL)), detectors, Settings(), options)
+    assert tiled.tiles > 1
+    np.testing.assert_allclose(found(tiled.detections), boxes_of(LARGE + small + SMALL), atol=3)
+
+
+def test_fast_runs_the_standard_pass_at_640(finder):
+    detectors, model = finder
+    result = run_detection(
+        stored_with_orientation(1, picture(LARGE)), detectors, Settings(), DetectOptions(detail="fast")
+    )
+    assert result.passes == "fast" and max(model.shapes[-1][1:3]) == 640
+    np.testing.assert_allclose(found(result.detections), boxes_of(LARGE), atol=4)
+
+
+def test_each_frame_answers_its_own_squares_in_batches(finder):
+    detectors, model = finder
+    frames = []
+    for index in range(20):  # more than one call's worth (MAX_BATCH 16)
+        marks = [(40 + 30 * index, 60, 80), (500, 40 + 10 * index, 90)]
+        frames.append((np.asarray(picture(marks, (800, 600)))[:, :, ::-1].copy(), marks))
+    answers, ran = detect_frames(
+        [f for f, _ in frames], detectors, Settings(), DetectOptions(min_confidence=50), StageTimer()
+    )
+    assert ran == ("squares",) and [shape[0] for shape in model.shapes] == [16, 4]
+    for detections, (_, marks) in zip(answers, frames):
+        np.testing.assert_allclose(found(detections), boxes_of(marks), atol=2)
