@@ -18,6 +18,7 @@ from gateway.detection.detections import Detections
 from gateway.detection.detectors import ALL, KINDS, DetectorKind, serve
 from gateway.detection.model import in_process_batch
 from gateway.detection.passes import detect_frames, run_detection
+from gateway.errors import ImageTooLarge
 from gateway.params import DetectOptions
 from gateway.timing import StageTimer
 from gateway.triton.wire import Answer, Batch, ModelOutputs
@@ -42,6 +43,7 @@ class SquareFinder:
 
     def batch(self, shape: tuple[int, ...]) -> AbstractContextManager[Batch]:
         self.shapes.append(shape)
+        SHAPES_SENT.append(tuple(shape[1:3]))
         return in_process_batch(shape, self.wire.dtype, self.run)
 
     def run(self, tensor: np.ndarray) -> list[Answer]:
@@ -68,7 +70,12 @@ class SquareFinder:
         return True
 
 
+SHAPES_SENT: list[tuple[int, int]] = []  # (H, W) of each batch the finder was sent
+
+
 def squares(outputs: ModelOutputs, input_shape: tuple[int, int], min_score: float) -> Detections:
+    """The finder's decoder: its boxes as they are; told the input's (H, W), which must be what was sent."""
+    assert tuple(input_shape) in SHAPES_SENT, (input_shape, SHAPES_SENT)
     centres = (outputs.loc[:, :2] + outputs.loc[:, 2:]) / 2
     found = Detections(outputs.scores, outputs.loc.copy(), np.repeat(centres[:, None], 5, axis=1))
     return found[found.scores >= min_score]
@@ -78,6 +85,7 @@ def squares(outputs: ModelOutputs, input_shape: tuple[int, int], min_score: floa
 def finder():
     kind = DetectorKind("squares", {"uint8": WIRE}, squares, ALL, True)
     model = SquareFinder(WIRE)
+    SHAPES_SENT.clear()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("gateway.detection.detectors.KINDS", {**KINDS, "squares": kind})
         yield serve(("squares",), "uint8", lambda _: model), model
@@ -149,3 +157,14 @@ def test_each_frame_answers_its_own_squares_in_batches(finder):
     assert ran == ("squares",) and [shape[0] for shape in model.shapes] == [16, 4]
     for detections, (_, marks) in zip(answers, frames):
         np.testing.assert_allclose(found(detections), boxes_of(marks), atol=2)
+
+
+def test_every_step_is_timed_and_the_header_limits_hold(finder):
+    detectors, _ = finder
+    data = stored_with_orientation(6, picture(LARGE + SMALL))
+    timer = StageTimer()
+    run_detection(data, detectors, Settings(), DetectOptions(detail="high"), timer)
+    assert set(timer.seconds) == set(timer.cpu_seconds) == {"decode", "resize", "preprocess", "infer", "postprocess"}
+    assert all(seconds > 0 for seconds in timer.seconds.values())
+    with pytest.raises(ImageTooLarge):
+        run_detection(data, detectors, Settings(max_side=1500), DetectOptions())
