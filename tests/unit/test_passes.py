@@ -168,3 +168,25 @@ def test_every_step_is_timed_and_the_header_limits_hold(finder):
     assert all(seconds > 0 for seconds in timer.seconds.values())
     with pytest.raises(ImageTooLarge):
         run_detection(data, detectors, Settings(max_side=1500), DetectOptions())
+
+
+def test_auto_decodes_a_large_photo_again_larger_where_it_tiles(finder):
+    """A 4000x3000 JPEG: the standard pass decodes it at half size; where it tiles (a small square
+    seen), the tiled pass needs more pixels than that and decodes it again, larger."""
+    marks = [(400, 500, 300), (2000, 1200, 80), (3000, 2500, 28), (600, 2600, 26)]  # 80: 20 px at the standard pass
+    data = stored_with_orientation(8, picture(marks, (4000, 3000)))
+    result = run_detection(data, detectors_of(finder), Settings(), DetectOptions(min_confidence=50, detail="auto"))
+    assert result.tiles > 1
+    np.testing.assert_allclose(found(result.detections), boxes_of(marks), atol=4)
+
+
+def test_min_confidence_is_a_percentage_kept_from_its_value_up(finder):
+    data = stored_with_orientation(1, picture(LARGE))
+    at = run_detection(data, detectors_of(finder), Settings(), DetectOptions(min_confidence=99))  # the finder's 0.99
+    assert len(at.detections) == len(LARGE)
+    above = run_detection(data, detectors_of(finder), Settings(), DetectOptions(min_confidence=99.5))
+    assert len(above.detections) == 0
+
+
+def detectors_of(finder):
+    return finder[0]
