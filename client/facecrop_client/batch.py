@@ -11,9 +11,10 @@ import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import Any, Callable, TextIO
 
 from tqdm import tqdm
 
@@ -202,16 +203,7 @@ class Ledger:
         self, source: str, output: Path | str, faces: int, error: dict | None, seconds: float, image: bool = True
     ) -> None:
         """One item done (or failed); `image`: counted among the summary's images (videos are not)."""
-        row = {
-            "source": source,
-            "output": str(output),
-            "faces": faces,
-            "status": "failed" if error else "done",
-            "error": error,
-            "duration_ms": round(seconds * 1000, 1),
-        }
-        self.manifest.write(json.dumps(row) + "\n")
-        self.manifest.flush()
+        self._line(source, output, faces, error, round(seconds * 1000, 1))
         if error:
             self.summary.failed += 1
             self.failures.write(json.dumps({"path": source, **error}) + "\n")
@@ -226,8 +218,13 @@ class Ledger:
         """Items already done that no line lists (written by a run interrupted before it could
         record them): listed now, so the manifest names every output once."""
         for source in sources:
-            row = {"source": source, "output": str(sink.output_of(source)), "faces": None, "status": "done"}
-            self.manifest.write(json.dumps({**row, "error": None, "duration_ms": None}) + "\n")
+            self._line(source, sink.output_of(source), None, None, None)
+
+    def _line(
+        self, source: str, output: Path | str, faces: int | None, error: dict | None, duration_ms: float | None
+    ) -> None:
+        row = {"source": source, "output": str(output), "faces": faces, "status": "failed" if error else "done"}
+        self.manifest.write(json.dumps({**row, "error": error, "duration_ms": duration_ms}) + "\n")
         self.manifest.flush()
 
 
@@ -247,6 +244,26 @@ def unlisted(images: list[Item], todo: list[Item], manifest: Path) -> list[str]:
                     listed.add(row["source"])
     waiting = {item.name for item in todo}
     return [item.name for item in images if item.name not in waiting and item.name not in listed]
+
+
+@contextmanager
+def ledger_of(
+    sink, images: list[Item], todo: list[Item], summary: Summary, failures_path: Path, bar: tqdm
+) -> Iterator[Ledger]:
+    """A run's Ledger, either engine's: the sink opened, the failures file begun anew, the manifest
+    appended to (first the items an interrupted run wrote but did not list)."""
+    manifest = manifest_path(sink.output)
+    earlier = unlisted(images, todo, manifest)
+    sink.open()
+    with open(failures_path, "w", encoding="utf-8") as failures, open(manifest, "a", encoding="utf-8") as lines:
+        ledger = Ledger(summary, lines, failures, bar)
+        ledger.found(earlier, sink)
+        yield ledger
+
+
+def videos_to_do(root: Path, output: Path) -> list[str]:
+    """The videos under `root` (batch --mode anonymize) whose output is not there yet."""
+    return [name for name in find_images(root, VIDEO_SUFFIXES) if not (output / name).exists()]
 
 
 def todo_of(source: Source, sink) -> tuple[list[Item], list[Item]]:
@@ -273,13 +290,7 @@ def run_batch(
     summary = Summary(total=len(images), skipped=len(images) - len(todo))
     bar = progress(len(todo))
     started = time.monotonic()
-    sink.open()
-    with (
-        open(failures_path, "w", encoding="utf-8") as failures,
-        open(manifest_path(sink.output), "a", encoding="utf-8") as manifest,
-    ):
-        ledger = Ledger(summary, manifest, failures, bar)
-        ledger.found(unlisted(images, todo, manifest_path(sink.output)), sink)
+    with ledger_of(sink, images, todo, summary, failures_path, bar) as ledger:
         queue = iter(todo)
         running: dict[Future, Item] = {}
         pool = ThreadPoolExecutor(concurrency)
@@ -318,7 +329,7 @@ class Failed(Exception):
         self.error, self.seconds = error, seconds
 
 
-def timed_call(sink, client: AnyClient, source: Source, item: Item, params: dict) -> tuple[object, float]:
+def timed_call(sink, client: AnyClient, source: Source, item: Item, params: dict) -> tuple[Any, float]:
     """The item read and `sink.call` on it, and its seconds; Failed (with the seconds) where either fails."""
     started = time.monotonic()
     try:

@@ -20,19 +20,17 @@ from functools import partial
 from pathlib import Path
 
 from facecrop_client.batch import (
-    VIDEO_SUFFIXES,
     DetectSink,
-    Ledger,
     PictureSink,
     Summary,
     file_problem,
-    find_images,
+    ledger_of,
     manifest_path,
     progress_bar,
     run_batch,
     sweep_partials,
     todo_of,
-    unlisted,
+    videos_to_do,
 )
 from facecrop_client.client import AnyClient, FacecropError, connect
 from facecrop_client.presets import DEFAULTS, FAST
@@ -320,14 +318,8 @@ def batch_on_ray(args: argparse.Namespace, source: Source, sink, params: dict, f
     service = cluster.Service(*service_of(args))
     job = cluster.PhotoJob(source, sink, params, service, args.concurrency)
     started_at = ray_start(cluster, args)
-    sink.open()
     try:
-        with (
-            open(failures, "w", encoding="utf-8") as failed,
-            open(manifest_path(sink.output), "a", encoding="utf-8") as manifest,
-        ):
-            ledger = Ledger(summary, manifest, failed, progress_bar(len(todo), quiet=True))
-            ledger.found(unlisted(images, todo, manifest_path(sink.output)), sink)
+        with ledger_of(sink, images, todo, summary, failures, progress_bar(len(todo), quiet=True)) as ledger:
             for done in cluster.run_photos(job, todo):
                 if done.result is not None:  # detect: its answer, for the one JSON Lines file
                     sink.write(done.source, done.result)
@@ -336,8 +328,7 @@ def batch_on_ray(args: argparse.Namespace, source: Source, sink, params: dict, f
                 print(summary.line(), file=sys.stderr)
                 tasks = [
                     cluster.VideoTask(name, video_job(args, source.root / name, args.output / name), service)
-                    for name in find_images(source.root, VIDEO_SUFFIXES)
-                    if not (args.output / name).exists()
+                    for name in videos_to_do(source.root, args.output)
                 ]
                 for task in tasks:
                     task.job.target.parent.mkdir(parents=True, exist_ok=True)
@@ -433,7 +424,7 @@ def video_on_ray(args: argparse.Namespace, job) -> int:
         return 130
     finally:
         cluster.stop()
-        for partial in job.target.parent.glob(f".{job.target.stem}.partial-*{job.target.suffix}"):
+        for partial in videos.partials_of(job.target):
             partial.unlink(missing_ok=True)  # a task killed mid-write (its own run removes its own)
     if done.error:
         raise CommandError(f"{args.source}: {done.error['message']}")
@@ -447,7 +438,7 @@ def video_on_ray(args: argparse.Namespace, job) -> int:
 def video_batch(client: AnyClient, args: argparse.Namespace, root: Path, failures: Path) -> int:
     """batch --mode anonymize: the videos of the tree, one after another (each keeps the service
     busy by itself), written beside the pictures; failures added to `failures`. Failed count."""
-    names = [n for n in find_images(root, VIDEO_SUFFIXES) if not (args.output / n).exists()]
+    names = videos_to_do(root, args.output)
     if not names:
         return 0
     videos = video_module()

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from facecrop_client.batch import DetectSink, PictureSink, reason
+from facecrop_client.batch import DetectSink, Failed, PictureSink, reason, timed_call
 from facecrop_client.client import AnyClient, FacecropError, connect
 from facecrop_client.sources import Item, Source
 
@@ -164,16 +164,18 @@ def photo_task(batch: dict[str, Any], job: PhotoJob) -> dict[str, list]:
 
 
 def one_photo(job: PhotoJob, item: Item) -> Done:
-    started = time.monotonic()
+    """One photo read, sent (`batch.timed_call`, as the local path does) and its picture written here."""
     try:
-        answer: Any = job.sink.call(job.service.client(), job.source.read(item.origin), item.name, job.params)
-        faces, output = job.sink.faces(answer), str(job.sink.output_of(item.name))
+        answer, seconds = timed_call(job.sink, job.service.client(), job.source, item, job.params)
+        output = str(job.sink.output_of(item.name))
         if isinstance(job.sink, PictureSink):
             job.sink.write(item.name, answer)
-            answer = None  # written here; detect's answers go to the driver's one file
-        return Done(item.name, output, faces, None, time.monotonic() - started, answer)
-    except (FacecropError, OSError) as failure:
-        return Done(item.name, "", 0, reason(failure), time.monotonic() - started)
+            return Done(item.name, output, job.sink.faces(answer), None, seconds)
+        return Done(item.name, output, job.sink.faces(answer), None, seconds, answer)  # the driver writes it
+    except Failed as failure:
+        return Done(item.name, "", 0, reason(failure.error), failure.seconds)
+    except OSError as error:  # the picture could not be written
+        return Done(item.name, "", 0, reason(error), 0.0)
 
 
 def run_photos(job: PhotoJob, todo: list[Item]) -> Iterable[Done]:

@@ -110,6 +110,11 @@ def partial_path(target: Path) -> Path:
     return target.with_name(f".{target.stem}.partial-{os.getpid()}{target.suffix}")
 
 
+def partials_of(target: Path) -> list[Path]:
+    """The partial files of `target` any process left (`partial_path` in each)."""
+    return list(target.parent.glob(f".{target.stem}.partial-*{target.suffix}"))
+
+
 def detect_frame(client: AnyClient, frame: av.VideoFrame, params: dict) -> tuple[dict, np.ndarray]:
     """/v1/detect's answer for `frame` in the frame's own pixels, and its corner boxes: sent scaled
     to DETECT_SIDE, or whole where a tiled pass may run (detail auto or high: it tiles the original)."""

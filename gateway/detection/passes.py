@@ -109,9 +109,10 @@ def run_detection(
     tiled_faces: dict[str, Detections] = {}
     tiles = 0
     fill = fill_frames([image.stored], plan, timer, image.orientation)
-    with submitted(detectors, models, 1, plan.size, fill, timer, overlapped=tiled is not None and both_at_once) as wait:
-        if tiled is not None and both_at_once:  # the tiles are prepared and sent while the standard pass runs
-            tiled_faces, tiles = _tiled_pass(image, tiled, detectors, tiled_models, settings, min_score, timer)
+    tiled_now = tiled if both_at_once else None  # its tiles prepared and sent while the standard pass runs
+    with submitted(detectors, models, 1, plan.size, fill, timer, overlapped=tiled_now is not None) as wait:
+        if tiled_now is not None:
+            tiled_faces, tiles = _tiled_pass(image, tiled_now, detectors, tiled_models, settings, min_score, timer)
         outputs = wait()
     with timer.stage("postprocess"):
         found = {
