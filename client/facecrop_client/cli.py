@@ -334,7 +334,8 @@ def batch_on_ray(args: argparse.Namespace, source: Source, sink, params: dict, f
                     task.job.target.parent.mkdir(parents=True, exist_ok=True)
                 for done in cluster.run_videos(tasks):
                     ledger.record(done.source, done.output, done.faces, done.error, done.seconds, image=False)
-                    print(f"{done.source}: {done.result or done.error['message']}", file=sys.stderr)
+                    told = video_module().VideoSummary(**done.result).line() if done.result else done.error["message"]
+                    print(f"{done.source}: {told}", file=sys.stderr)
     except KeyboardInterrupt:
         summary.interrupted = True
     finally:
@@ -405,6 +406,11 @@ def video(client: AnyClient, args: argparse.Namespace) -> int:
             summary = videos.run_video(client, job, progress)
     except videos.VideoError as error:
         raise CommandError(str(error)) from error
+    return video_done(args, summary)
+
+
+def video_done(args: argparse.Namespace, summary) -> int:
+    """`video`'s summary line (and its JSON with --json), whichever engine ran it."""
     print(summary.line(), file=sys.stderr)
     if args.json:
         print(json.dumps({"source": str(args.source), "output": str(args.target), **vars(summary)}))
@@ -416,7 +422,7 @@ def video_on_ray(args: argparse.Namespace, job) -> int:
     cluster = ray_module()
     videos = video_module()
     videos.check_paths(job.source, job.target)
-    started_at = ray_start(cluster, args)
+    ray_start(cluster, args)
     try:
         task = cluster.VideoTask(args.source.name, job, cluster.Service(*service_of(args)))
         [done] = list(cluster.run_videos([task]))
@@ -428,11 +434,7 @@ def video_on_ray(args: argparse.Namespace, job) -> int:
             partial.unlink(missing_ok=True)  # a task killed mid-write (its own run removes its own)
     if done.error:
         raise CommandError(f"{args.source}: {done.error['message']}")
-    print(done.result, file=sys.stderr)
-    if args.json:
-        seconds = time.monotonic() - started_at
-        print(json.dumps({"source": str(args.source), "output": done.output, "faces": done.faces, "seconds": seconds}))
-    return 0
+    return video_done(args, videos.VideoSummary(**done.result))
 
 
 def video_batch(client: AnyClient, args: argparse.Namespace, root: Path, failures: Path) -> int:

@@ -86,7 +86,7 @@ class Done:
     faces: int
     error: dict | None
     seconds: float
-    result: Any = None  # detect's answer, which the driver writes; a video's summary line
+    result: Any = None  # detect's answer, which the driver writes; a video's VideoSummary as a dict
 
     def row(self) -> dict:
         """As a row of Ray Data's blocks (Arrow columns: the nested parts as JSON)."""
@@ -121,15 +121,16 @@ def start(address: str | None, quiet: bool) -> None:
 
     if address and address != "auto":
         _reachable(address)
+    credentials = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
     try:
         ray.init(
             # "local": a Ray of its own, not a cluster `ray start` left running on this machine
             address=address or os.environ.get("RAY_ADDRESS") or "local",
             # the object store's settings (AWS_*: credentials, region, endpoint) reach every task
-            runtime_env={"env_vars": {k: v for k, v in os.environ.items() if k.startswith("AWS_")}},
+            runtime_env={"env_vars": credentials} if credentials else None,
             include_dashboard=False,
             log_to_driver=not quiet,
-            logging_level=logging.WARNING,
+            logging_level=logging.ERROR if quiet else logging.WARNING,  # -q: the summary line alone
         )
     except (ConnectionError, RuntimeError, ValueError) as error:
         raise ClusterError(f"cannot use the Ray cluster at {address or 'RAY_ADDRESS'}: {error}") from error
@@ -185,16 +186,17 @@ def run_photos(job: PhotoJob, todo: list[Item]) -> Iterable[Done]:
     if not todo:
         return
     tasks = max(1, job.in_flight * job.service.count // REQUESTS_PER_TASK)
+    per_task = max(1, min(PHOTOS_PER_TASK, -(-len(todo) // tasks)))  # a small job still uses every task
     rows = [{"source": item.name, "origin": item.origin} for item in todo]
-    dataset = ray.data.from_items(rows, override_num_blocks=len(todo))
+    dataset = ray.data.from_items(rows, override_num_blocks=-(-len(todo) // per_task))  # one block per task
     done = dataset.map_batches(
         photo_task,  # type: ignore[arg-type]  # Ray's stubs know no keyword arguments (fn_kwargs)
         fn_kwargs={"job": job},
-        batch_size=max(1, min(PHOTOS_PER_TASK, -(-len(todo) // tasks))),  # a small job still uses every task
+        batch_size=per_task,
         batch_format="default",
         compute=ray.data.TaskPoolStrategy(size=tasks),
         num_cpus=TASK_CPUS,
-        ray_remote_args_fn=lambda: {"scheduling_strategy": "SPREAD"},  # over the nodes (and their services)
+        scheduling_strategy="SPREAD",  # over the nodes (and their services), whatever a block weighs
     )
     for row in done.iter_rows():
         yield Done.of(row)
@@ -220,7 +222,7 @@ def video_task(batch: dict[str, Any]) -> dict[str, list]:
         try:
             summary = videos.run_video(task.service.client(), task.job, lambda total: progress_bar(total, quiet=True))
             seconds = time.monotonic() - started
-            done.append(Done(task.name, str(task.job.target), summary.faces, None, seconds, summary.line()))
+            done.append(Done(task.name, str(task.job.target), summary.faces, None, seconds, vars(summary)))
         except (videos.VideoError, FacecropError, OSError) as failure:
             error = {"status": 0, "code": "video_failed", "message": str(failure)}
             done.append(Done(task.name, "", 0, error, time.monotonic() - started))

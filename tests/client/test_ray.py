@@ -234,6 +234,25 @@ def test_anonymize_photos_and_videos_on_the_cluster_equal_one_machine(stack, clu
     assert sorted(row["source"] for row in videos) == ["clips/street.mp4", "clips/turned.mp4"]
 
 
+def test_video_on_the_cluster_answers_as_on_one_machine(stack, cluster, tree, tmp_path):
+    clip = tree / "clips" / "turned.mp4"
+    alone = facecrop(stack.gateway, "video", str(clip), str(tmp_path / "alone.mp4"), "--json")
+    spread = facecrop(
+        stack.gateway, "video", str(clip), str(tmp_path / "ray.mp4"), "--json", ray_address=cluster.address
+    )
+    assert alone.returncode == spread.returncode == 0, spread.stderr
+    told = [json.loads(done.stdout) for done in (alone, spread)]
+    assert [sorted(answer) for answer in told] == [sorted(told[0])] * 2  # the same fields
+    for answer, output in zip(told, ("alone.mp4", "ray.mp4")):
+        assert (answer.pop("source"), answer.pop("output")) == (str(clip), str(tmp_path / output))
+        assert 0 < answer.pop("seconds") < 300
+    assert told[0] == told[1] and told[0]["frames"] == len(frames(clip)) and told[0]["faces"] > 0
+    assert [done.stderr.split(" s, ")[0].rsplit(", ", 1)[0] for done in (alone, spread)] == [
+        alone.stderr.split(" s, ")[0].rsplit(", ", 1)[0]
+    ] * 2  # the same summary line, but its time
+    assert all(np.array_equal(a, b) for a, b in zip(frames(tmp_path / "alone.mp4"), frames(tmp_path / "ray.mp4")))
+
+
 def test_an_unreachable_cluster_is_one_line_at_once(stack, tree, tmp_path):
     done = facecrop(
         stack.gateway, "batch", str(tree), str(tmp_path / "out"), "--mode", "detect", ray_address="127.0.0.1:9"
