@@ -3,7 +3,15 @@ import pytest
 from retinaface.postprocess import ANCHOR_SIZES, ANCHOR_STRIDES, generate_anchors
 
 from gateway.detection.detections import Detections, face_objects
-from gateway.detection.postprocess import TILE_EDGE_MARGIN, TILED_MAX_FACE, detect_faces, nms, tile_candidates
+from gateway.detection.postprocess import (
+    NMS_IOU_THRESHOLD,
+    TILE_EDGE_MARGIN,
+    TILED_MAX_FACE,
+    detect_faces,
+    finish,
+    nms,
+    tile_candidates,
+)
 from gateway.detection.retinaface import WIRE_FORMATS, candidates, decode_boxes, decode_landmarks, priors
 from gateway.params import DetectOptions
 
@@ -152,3 +160,92 @@ def test_nms_keeps_every_box_not_suppressed_whatever_its_score_and_as_integers()
     # overlapping at IoU 0.33 (width 10 of a 20-wide union... as rectangles x, y, w, h): both kept at 0.4
     assert nms(np.array([[0, 0, 10, 10], [5, 0, 15, 10]], np.float32), np.array([0.9, 0.8]), 0.4).tolist() == [0, 1]
     assert nms(np.array([[0, 0, 10, 10], [5, 0, 15, 10]], np.float32), np.array([0.9, 0.8]), 0.3).tolist() == [0]
+
+
+def test_face_objects_are_whole_pixels_and_confidence_to_three_decimals():
+    """The API's numbers: integer rectangles and landmark points (JSON 12, not 12.0), rounded
+    to the nearest pixel, confidence in percent to three decimals."""
+    import json
+
+    landmarks = np.array([[[10.4, 20.6], [30.5, 20.49], [25, 30], [14.7, 40.2], [35.2, 40.8]]], np.float32)
+    found = Detections(np.array([0.123456], np.float32), np.array([[9.6, 10.4, 50.5, 61.7]], np.float32), landmarks)
+    [face] = face_objects(found, with_landmarks=True)
+    assert face["confidence"] == 12.346
+    assert face["face_rectangle"] == {"x": 10, "y": 10, "width": 40, "height": 52}
+    assert json.dumps(face["landmarks"]) == (
+        '{"left_eye": [10, 21], "right_eye": [30, 20], "nose": [25, 30], '
+        '"mouth_left": [15, 40], "mouth_right": [35, 41]}'
+    )
+    assert json.dumps(face["face_rectangle"]) == '{"x": 10, "y": 10, "width": 40, "height": 52}'
+
+
+def test_no_faces_and_joined_faces_keep_their_shapes_and_float32():
+    empty = Detections.empty()
+    assert (empty.scores.shape, empty.boxes.shape, empty.landmarks.shape) == ((0,), (0, 4), (0, 5, 2))
+    assert {array.dtype for array in (empty.scores, empty.boxes, empty.landmarks)} == {np.dtype(np.float32)}
+    one = tile_faces((0, 0, 10, 10))
+    joined = Detections.concatenate([empty, one, empty, one])
+    assert (joined.boxes.shape, joined.landmarks.shape) == ((2, 4), (2, 5, 2))
+    assert {array.dtype for array in (joined.scores, joined.boxes, joined.landmarks)} == {np.dtype(np.float32)}
+
+
+def test_a_face_touching_the_far_margins_of_a_tile_is_kept():
+    """Right and bottom edges shared with a neighbour: a face ending exactly TILE_EDGE_MARGIN from
+    them is the tile's, as one starting exactly that far from the left and top is."""
+    m, size = TILE_EDGE_MARGIN, 1024
+    faces = tile_faces((900, 100, size - m, 150), (100, 900, 150, size - m))
+    assert len(tile_candidates(faces, (1000, 1000), size, (4000, 4000), 1.0)) == 2
+
+
+def faces_at(*boxes: tuple[float, float, float, float], landmarks: list | None = None) -> Detections:
+    found = tile_faces(*boxes)
+    scores = np.linspace(0.9, 0.5, len(found)).astype(np.float32)
+    points = found.landmarks if landmarks is None else np.array(landmarks, np.float32).reshape(-1, 5, 2)
+    return Detections(scores, found.boxes, points)
+
+
+def test_finish_clips_to_the_picture_and_keeps_faces_from_their_shorter_side_up():
+    """In a 100x80 picture: boxes clipped to [0, 100] x [0, 80], landmark points to the last pixel
+    (99, 79); a face kept where its shorter side is at least min_face_size and more than nothing."""
+    over = [[-4, -2], [120, 90], [50, -7], [-1, 85], [99.5, 79.5]]
+    found = finish(faces_at((-5, -3, 50, 40), landmarks=over), (80, 100), DetectOptions(min_face_size=0))
+    assert found.boxes.tolist() == [[0, 0, 50, 40]]
+    assert found.landmarks.tolist() == [[[0, 0], [99, 79], [50, 0], [0, 79], [99, 79]]]
+
+    wide, tall = (60, 10, 80, 50), (10, 30, 50, 50)  # 20 wide and 40 tall; 40 wide and 20 tall
+    for size, kept in ((20, 2), (20.5, 0), (19, 2), (30, 0)):
+        assert len(finish(faces_at(wide, tall), (80, 100), DetectOptions(min_face_size=size))) == kept, size
+    beyond, sliver = (120, 10, 150, 50), (10, 10, 11, 50)  # clipped to nothing; one pixel wide
+    found = finish(faces_at(beyond, sliver), (80, 100), DetectOptions(min_face_size=0))
+    assert found.boxes.tolist() == [list(sliver)]
+
+
+def test_finish_suppresses_overlaps_above_the_nms_threshold_only():
+    below, above = 0.3, 0.5  # IoUs around NMS_IOU_THRESHOLD (0.4)
+    assert below < NMS_IOU_THRESHOLD < above
+
+    def pair(iou: float) -> Detections:  # two 60x60 boxes side by side, overlapping by `iou`
+        shift = 60 * (1 - iou) / (1 + iou)
+        return faces_at((10, 10, 70, 70), (10 + shift, 10, 70 + shift, 70))
+
+    assert len(finish(pair(below), (200, 200), DetectOptions(min_face_size=0))) == 2
+    assert len(finish(pair(above), (200, 200), DetectOptions(min_face_size=0))) == 1
+
+
+def test_detect_faces_asks_the_decoder_for_min_confidence_as_a_share():
+    asked = []
+
+    def decoder(outputs, input_shape, min_score):
+        asked.append(min_score)
+        return Detections.empty()
+
+    detect_faces(decoder, {}, (64, 64), 1.0, (64, 64), DetectOptions(min_confidence=50))
+    assert asked == [0.5]
+
+
+def test_a_tile_one_pixel_in_still_has_a_neighbour_before_it():
+    """A picture one pixel larger than a tile is cut into tiles at 0 and 1: the second tile's left
+    and top edges are shared, so a face in their margin is the first tile's."""
+    m, size = TILE_EDGE_MARGIN, 1024
+    faces = tile_faces((m - 1, 100, 60, 150), (100, m - 1, 150, 60), (m, m, 60, 60))
+    assert tile_candidates(faces, (1, 1), size, (size + 1, size + 1), 1.0).boxes.tolist() == [[m + 1, m + 1, 61, 61]]
