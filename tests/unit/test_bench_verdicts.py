@@ -165,3 +165,30 @@ def test_the_verdict_table_lists_the_newest_issue_first_in_recorded_order_and_co
     before = len(RECORDED)
     assert record("#1", "t", "f", 0) is False and RECORDED[-1] == Verdict("#1", "t", "f", False)
     del RECORDED[before:]
+
+
+def test_the_table_of_this_run_is_what_its_sections_recorded():
+    from bench.verdicts import RECORDED, Verdict, record, verdict_table
+
+    kept = RECORDED[:]
+    try:
+        RECORDED.clear()
+        assert record("", "no issue", "2.0", True) is True and record("#1", "first", "1.0", 1) is True
+        assert record("#3", "third", "3.0", False) is False
+        lines = verdict_table().splitlines()
+        assert lines[2:5] == [
+            "| #3 | third | 3.0 | **not met** |",
+            "| #1 | first | 1.0 | met |",
+            "|  | no issue | 2.0 | met |",
+        ]
+        assert lines[5:] == ["", "2 of 3 targets met in this run."]
+        assert verdict_table([Verdict("#2", "given", "x", True)]).count("given") == 1 and "third" not in verdict_table(
+            []
+        )
+    finally:
+        RECORDED[:] = kept
+
+
+def test_a_figure_too_close_to_its_limit_for_nine_decimals_is_printed_in_full():
+    assert shown(1.3 + 1e-12, 1.3) == repr(1.3 + 1e-12)
+    assert shown(1.30000000012345, 1.3) == "1.30000000012345"  # not cut at ten decimals either

@@ -109,3 +109,92 @@ def test_the_share_hidden_counts_each_pixel_once():
     assert hidden_share(boxes[:0], hiding, (100, 100)) == 0.0
     ellipse = hidden_share(boxes[:1], Hiding(margin=1.0), (100, 100))
     assert ellipse == pytest.approx(2500 * np.pi / 4 / 10_000, rel=0.05)
+
+
+def test_the_size_rule_measures_each_face_by_its_shorter_side_wherever_it_is():
+    """Faces far from the picture's origin, narrower or wider than tall: a side is x2 - x1 or
+    y2 - y1, the shorter one."""
+    confident = [1000.0, 500.0, 1010.0, 600.0]  # 10 wide, 100 tall: side 10
+    wide_short = [1000.0, 500.0, 1100.0, 530.0]  # side 30: over twice 10
+    narrow = [1000.0, 500.0, 1015.0, 530.0]  # side 15: hidden
+    boxes = np.array([confident, wide_short, narrow])
+    assert plausible(np.array([0.9, 0.3, 0.3]), boxes).tolist() == [True, False, True]
+
+
+def dot_spread(hidden: np.ndarray, centre: tuple[int, int]) -> int:
+    """How far from `centre` (y, x) a single white dot on black was spread: the Chebyshev radius
+    of the changed pixels."""
+    ys, xs = np.nonzero(hidden[..., 0] > 1e-3)
+    return int(max(np.abs(ys - centre[0]).max(), np.abs(xs - centre[1]).max()))
+
+
+@pytest.mark.parametrize(("strength", "radius"), [(0.1, 1), (0.2, 2), (0.6, 6)])
+def test_the_blur_radius_is_strength_times_half_the_shorter_side(strength, radius):
+    """A 20x40 face: half its shorter side is 10, so a blur of radius strength x 10, applied
+    twice (two stack blurs: the support of a dot spreads by twice the radius). In float pixels,
+    so that no tail of the blur rounds away."""
+    pixels = np.zeros((200, 200, 3), np.float32)
+    pixels[100, 100] = 255
+    for box in ([90.0, 80.0, 110.0, 120.0], [80.0, 90.0, 120.0, 110.0]):  # 20 wide; 20 tall
+        hidden = hide_faces(pixels.copy(), np.array([box]), Hiding(method="blur", strength=strength, margin=3.0))
+        assert dot_spread(hidden, (100, 100)) == 2 * radius, box
+
+
+def test_pixel_blocks_are_the_means_of_what_they_cover():
+    from facecrop_hiding import pixelated
+
+    rng = np.random.default_rng(3)
+    patch = rng.integers(0, 256, (8, 12, 3), dtype=np.uint8)
+    blocks = pixelated(patch, 4)
+    means = patch.reshape(2, 4, 3, 4, 3).mean(axis=(1, 3))
+    assert np.abs(np.repeat(np.repeat(means, 4, 0), 4, 1) - blocks).max() <= 1
+    small = rng.integers(0, 256, (3, 5, 3), dtype=np.uint8)  # smaller than one block: one colour, its mean
+    one = pixelated(small, 12)
+    assert (one == one[0, 0]).all() and np.abs(one[0, 0] - small.reshape(-1, 3).mean(axis=0)).max() <= 1
+
+
+def test_the_ellipse_is_the_upright_inscribed_one_and_its_feathered_edge_stays_inside_it():
+    """Against the ellipse's equation, within a pixel of its edge (OpenCV rasterises it):
+    everything a pixel inside it hidden, nothing more than 1.5 pixels outside."""
+
+    def within(height: int, width: int, grow: float) -> np.ndarray:
+        ys, xs = np.mgrid[0:height, 0:width]
+        u, v = (xs - (width - 1) / 2) / (width / 2 + grow), (ys - (height - 1) / 2) / (height / 2 + grow)
+        return u**2 + v**2 <= 1
+
+    for height, width in ((200, 400), (40, 80), (60, 30)):
+        sharp = region_alpha(height, width, "ellipse", feathered=False)
+        assert (sharp[within(height, width, -1)] == 1).all() and within(height, width, 1.5)[sharp > 0].all()
+        soft = region_alpha(height, width, "ellipse", feathered=True)
+        assert not soft[sharp == 0].any()  # nothing outside the ellipse hidden
+
+
+def test_a_small_region_fades_over_its_outermost_pixel_only():
+    """20 pixels: a tenth of it is 2, so the fade spans one pixel on each side."""
+    alpha = region_alpha(20, 20, "rect", feathered=True)
+    assert alpha[10, 0] < 0.9 and alpha[0, 10] < 0.9
+    assert alpha[10, 1] == pytest.approx(1.0, abs=1e-5) and alpha[10, 10] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_blurred_and_pixelated_edges_fade_into_the_picture():
+    """Feathered (blur, pixelate): the region's outer pixels change far less than its middle;
+    a fill is solid to its edge."""
+    rng = np.random.default_rng(4)
+    original = rng.integers(0, 256, (300, 300, 3), dtype=np.uint8)
+    box = np.array([[50.0, 50.0, 250.0, 250.0]])
+    for method in ("blur", "pixelate"):
+        hidden = hide_faces(original.copy(), box, Hiding(method=method, margin=1.0, shape="rect"))
+        change = np.abs(hidden.astype(int) - original).mean(axis=2)
+        assert change[50, 100:200].mean() < 0.7 * change[150, 100:200].mean(), method
+
+
+def test_the_share_hidden_takes_overlaps_in_any_order_and_no_face_outside():
+    hiding = Hiding(margin=1.0)  # ellipses: their corners are not hidden
+    a, b = [10.0, 10.0, 60.0, 60.0], [40.0, 40.0, 90.0, 90.0]
+    both = hidden_share(np.array([a, b]), hiding, (100, 100))
+    assert both == pytest.approx(hidden_share(np.array([b, a]), hiding, (100, 100)))
+    assert both > max(hidden_share(np.array([a]), hiding, (100, 100)), hidden_share(np.array([b]), hiding, (100, 100)))
+    beyond = np.array([[120.0, 10.0, 150.0, 40.0]])  # right of a 100-wide picture: clipped to nothing
+    assert hidden_share(beyond, hiding, (100, 100)) == 0.0
+    pixels = np.full((100, 100, 3), 7, np.uint8)
+    assert (hide_faces(pixels, beyond, hiding) == 7).all()

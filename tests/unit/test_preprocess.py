@@ -57,3 +57,75 @@ def test_stored_pixels_resized_then_turned_equal_upright_pixels_resized(orientat
     fill_input(from_stored[0], stored, scale, fmt, orientation=orientation)
     fill_input(from_upright[0], upright, scale, fmt)
     np.testing.assert_allclose(from_stored, from_upright, atol=1)
+
+
+def test_both_wires_time_the_resize_and_the_rest_as_the_log_names_them():
+    from gateway.detection.preprocess import batch_shape
+    from gateway.timing import StageTimer
+
+    for wire in WIRE_FORMATS.values():
+        timer = StageTimer()
+        fill_input(np.empty(batch_shape(1, (1024, 768), wire)[1:], wire.dtype), PIXELS, 1024 / 300, wire, timer)
+        assert sorted(timer.seconds) == ["preprocess", "resize"], wire
+
+
+def test_a_one_pixel_strip_stays_one_pixel_wide():
+    from gateway.detection.preprocess import rescale
+
+    assert rescale(np.zeros((100, 1, 3), np.uint8), 0.5).shape == (50, 1, 3)
+    assert rescale(np.zeros((1, 100, 3), np.uint8), 0.5).shape == (1, 50, 3)
+    for wire in WIRE_FORMATS.values():  # resized straight into the slot: the same
+        for strip, content, padding in (
+            (np.full((100, 1, 3), 200, np.uint8), np.s_[:50, :1], np.s_[:50, 1:2]),
+            (np.full((1, 100, 3), 200, np.uint8), np.s_[:1, :50], np.s_[1:2, :50]),
+        ):
+            slot = np.zeros(batch_shape(1, (64, 64), wire)[1:], wire.dtype)
+            fill_input(slot, strip, 0.5, wire)
+            image = slot if wire.channels_last else slot.transpose(1, 2, 0)
+            assert (image[content] != image[padding]).all(), wire
+
+
+def test_shrinking_averages_areas_and_enlarging_interpolates():
+    """Area averaging when shrinking (each output pixel the mean of the pixels it covers: no
+    aliasing), bilinear when enlarging, by any factor (a ramp, not blocks)."""
+    from gateway.detection.preprocess import rescale
+
+    blocks = np.kron(np.array([[0, 90], [180, 255]], np.uint8), np.ones((3, 3), np.uint8))
+    blocks[::2, ::2] = 30  # a pattern inside each block that sampling would alias
+    shrunk = rescale(np.dstack([blocks] * 3), 1 / 3)
+    means = blocks.reshape(2, 3, 2, 3).mean(axis=(1, 3))
+    assert np.abs(shrunk[..., 0].astype(float) - means).max() <= 1
+    edge = np.dstack([np.array([[0, 0, 255, 255]], np.uint8)] * 3)
+    for factor in (1.5, 4.0):
+        row = rescale(edge, factor)[0, :, 0]
+        assert len(set(row.tolist()) - {0, 255}) >= 1, factor  # levels between black and white
+
+
+def test_the_tiled_pass_sees_twice_the_standard_scale_up_to_its_limits():
+    from gateway.detection.preprocess import MAX_TILED_UPSCALE, MIN_TILED_GAIN, tiled_scale
+
+    assert tiled_scale(3000, 4000, 1024) == pytest.approx(2 * 1024 / 4000)
+    assert tiled_scale(768, 500, 1024) == MAX_TILED_UPSCALE  # exactly MIN_TILED_GAIN x the standard: runs
+    assert MAX_TILED_UPSCALE == MIN_TILED_GAIN * 1024 / 768
+    assert tiled_scale(600, 400, 1024) is None  # capped at 2x the original: too little over 1.7x
+
+
+def test_tiles_are_the_fewest_that_overlap_enough_and_cover_the_picture():
+    from gateway.detection.preprocess import tile_starts
+
+    assert tile_starts(500, 1024, 128) == [0] and tile_starts(1024, 1024, 128) == [0]
+    assert tile_starts(1920, 1024, 128) == [0, 896]  # exactly two with the least overlap
+    assert tile_starts(2000, 1024, 128) == [0, 488, 976]
+    for length in (1025, 1500, 1921, 2817, 4000, 8192):
+        starts = tile_starts(length, 1024, 128)
+        assert starts[0] == 0 and starts[-1] + 1024 == length
+        assert all(1024 - (b - a) >= 128 for a, b in zip(starts, starts[1:]))
+        fewer = len(starts) - 1  # one tile fewer cannot cover with that overlap
+        assert fewer * 1024 - (fewer - 1) * 128 < length
+
+
+def test_a_one_pixel_strip_plans_a_one_pixel_input_where_nothing_is_padded():
+    from gateway.detection.preprocess import plan_input
+
+    assert plan_input(1000, 1, 1024, 1).size == (1024, 1)
+    assert plan_input(1, 1000, 1024, 1).size == (1, 1024)
