@@ -10,7 +10,10 @@ survivor it does not list is a test to write, and so is a function no fast test 
 It runs mutmut in build/mutate, the tree staged as links, with the installed packages (hiding's
 facecrop_hiding, the client's facecrop_client) under src/: mutmut names a mutant by its file's path
 (src/ left out) and the tests import those packages by name, so both must agree. mutmut keeps its
-results in build/mutate/mutants/ and runs again only what changed since; `--fresh` starts over.
+results in build/mutate/mutants/ and would run again only the functions whose code changed, keeping
+a verdict the tests written since may change, and its map of which tests reach which function
+(mutmut-stats.json) forgets a module whose mutants are made again: so each run forgets the modules
+it mutates (their results and that map) and judges them afresh.
 """
 
 from __future__ import annotations
@@ -47,11 +50,7 @@ STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests"
 def mutant_prefix(module: str) -> str:
     """mutmut's name prefix for a module path (a file or a folder): gateway/url/signing.py ->
     gateway.url.signing.; hiding/facecrop_hiding/ -> facecrop_hiding."""
-    for package, path in PACKAGES.items():
-        folder = str(path.relative_to(ROOT))
-        if module.strip("/").startswith(folder):
-            module = package + module.strip("/")[len(folder) :]
-    return module.removesuffix(".py").strip("/").replace("/", ".") + "."
+    return staged_path(module).removeprefix("src/").removesuffix(".py").strip("/").replace("/", ".") + "."
 
 
 def stage() -> None:
@@ -62,6 +61,30 @@ def stage() -> None:
     for link, target in links.items():
         if not link.is_symlink():
             link.symlink_to(target)
+
+
+def forget(modules: list[str]) -> None:
+    """mutmut's earlier results for `modules` (every one where empty) and its map of the tests."""
+    if not modules:
+        shutil.rmtree(MUTANTS, ignore_errors=True)
+        return
+    (MUTANTS / "mutmut-stats.json").unlink(missing_ok=True)
+    for module in modules:
+        staged = MUTANTS / staged_path(module)
+        files = sorted(staged.rglob("*")) if staged.is_dir() else sorted(staged.parent.glob(staged.name + "*"))
+        for path in files:
+            if path.is_file():
+                path.unlink()
+
+
+def staged_path(module: str) -> str:
+    """Where mutmut keeps a module's mutants: its path in the staged tree (packages under src/)."""
+    module = module.strip("/")
+    for package, path in PACKAGES.items():
+        folder = str(path.relative_to(ROOT))
+        if module.startswith(folder):
+            return "src/" + package + module[len(folder) :]
+    return module
 
 
 def module_of(mutant: str) -> str:
@@ -164,12 +187,10 @@ def report(found: dict[str, str], modules: list[str], known: dict[str, str]) -> 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("modules", nargs="*", help="files or folders to mutate (default: every one configured)")
-    parser.add_argument("--fresh", action="store_true", help="forget mutmut's earlier results")
     parser.add_argument("--survivors", action="store_true", help="list the survivors not known to be equivalent")
     parser.add_argument("--results", type=Path, default=ROOT / "build" / "mutate.md", help="the table, as markdown")
     args = parser.parse_args()
-    if args.fresh:
-        shutil.rmtree(MUTANTS, ignore_errors=True)
+    forget(args.modules)
     run_mutmut(args.modules)
     found, known = statuses(), equivalents()
     lines, every = report(found, args.modules, known)
