@@ -131,7 +131,7 @@ def message_only(mutant: str) -> bool:
     removed, added = changed_lines(mutant)
 
     def wordless(line: str) -> str:
-        return STRING.sub("S", line).replace("(None)", "(S)")
+        return STRING.sub("S", line).replace("(None)", "(S)").replace(", None)", ", S)")
 
     return (
         bool(removed)

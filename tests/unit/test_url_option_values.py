@@ -90,3 +90,8 @@ def test_upscale_interpolates_and_generate_is_refused():
 )
 def test_a_malformed_option_is_named(segment, named):
     assert refused(segment) == named
+
+
+def test_a_long_unknown_option_is_named_by_its_first_40_characters():
+    assert refused("x" * 50) == "x" * 40
+    assert refused("y" * 50 + "=1") == "y" * 40
