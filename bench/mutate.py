@@ -71,8 +71,8 @@ def forget(modules: list[str]) -> None:
     (MUTANTS / "mutmut-stats.json").unlink(missing_ok=True)
     for module in modules:
         staged = MUTANTS / staged_path(module)
-        files = sorted(staged.rglob("*")) if staged.is_dir() else sorted(staged.parent.glob(staged.name + "*"))
-        for path in files:
+        files = staged.rglob("*") if staged.is_dir() else staged.parent.glob(staged.name + "*")
+        for path in list(files):
             if path.is_file():
                 path.unlink()
 

@@ -124,20 +124,16 @@ def report(gateway: str, photos: int = 180, rounds: int = 2) -> str:
                         f"| {job}, {size} | {engine} | {wall:.1f} | {cpu:.1f} | {ratio[0]:.2f}x | {ratio[1]:.2f}x |"
                     )
             (small, large) = sorted({items for _, items in medians})
-            per_item = {
-                engine: (medians[engine, large] - medians[engine, small]) / (large - small)
-                for engine in ("default", "--ray")
-            }
-            fixed = (
-                medians["--ray", small]
-                - per_item["--ray"] * small
-                - (medians["default", small] - per_item["default"] * small)
+            # each engine's cost as a line through its two sizes: per item, and fixed per job
+            per_item = {e: (medians[e, large] - medians[e, small]) / (large - small) for e in ("default", "--ray")}
+            fixed = {e: medians[e, small] - per_item[e] * small for e in ("default", "--ray")}
+            # the size from which a whole job on Ray is within OVERHEAD of the default's wall time (None:
+            # no size, where Ray's cost per item is over OVERHEAD times the default's)
+            margin = OVERHEAD * per_item["default"][0] - per_item["--ray"][0]
+            within = max(0.0, (fixed["--ray"][0] - OVERHEAD * fixed["default"][0]) / margin) if margin > 0 else None
+            costs.append(
+                (job, unit, per_item["--ray"] / per_item["default"], fixed["--ray"] - fixed["default"], within)
             )
-            # the size from which a whole job on Ray is within OVERHEAD of the default's wall time
-            within = fixed[0] / (
-                (OVERHEAD - 1) * per_item["default"][0] - (per_item["--ray"][0] - per_item["default"][0])
-            )
-            costs.append((job, unit, per_item["--ray"] / per_item["default"], fixed, within))
         cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
         try:
             for _ in range(2):
@@ -158,7 +154,7 @@ def report(gateway: str, photos: int = 180, rounds: int = 2) -> str:
             f"- {job}: `--ray` per {unit} (the larger job less the smaller) against the default path's, "
             f"wall {ratio[0]:.2f}x, CPU {ratio[1]:.2f}x; Ray's fixed cost per job "
             f"{fixed[0]:.1f} s wall, {fixed[1]:.1f} s CPU; a whole job within {OVERHEAD}x from "
-            + (f"~{within:.0f} {unit}s" if within > 0 else f"no size (Ray costs more than {OVERHEAD}x per {unit})")
+            + (f"~{within:.0f} {unit}s" if within is not None else f"no size (Ray costs over {OVERHEAD}x per {unit})")
         )
         target = f"{job}: --ray embedded <= {OVERHEAD}x the default per {unit} (wall and CPU; fixed cost beside it)"
         record("#54", target, f"{shown(worst, OVERHEAD)}x", worst <= OVERHEAD)
