@@ -15,6 +15,7 @@ from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 import requests
@@ -25,6 +26,8 @@ from evaluation.images import CROWD, astronaut, encoded, photo
 from evaluation.origins import answer
 from gateway.config import Settings
 from gateway.decode import DecodedImage, decode_image, read_header
+from gateway.detection.detections import Detections
+from gateway.detection.detectors import ALL, KINDS, DetectorKind, Detectors, serve
 from gateway.detection.model import in_process_batch
 from gateway.detection.retinaface import WIRE_FORMATS
 from gateway.triton.wire import Answer, Batch, ModelOutputs, WireFormat
@@ -82,6 +85,72 @@ class NoFacesModel:
 
     def is_ready(self) -> bool:
         return True
+
+
+MIN_SQUARE = 10  # like a face model, the square finder finds nothing smaller
+
+
+class SquareFinder:
+    """An in-process stand-in for Triton that answers the light squares of each input image (OpenCV's
+    connected components of pixels over 100 in every channel, on the very tensor the gateway sends),
+    MIN_SQUARE pixels and up, as faces, box in input pixels, scored by the median brightness inside
+    the box (white 0.99, a grey of 110 about 0.43): tests judge the pipeline's boxes and hidden faces
+    by the squares drawn on a picture, with no model's judgement involved."""
+
+    def __init__(self) -> None:
+        self.wire = KINDS["yunet"].wire_formats["uint8"]
+        self.shapes: list[tuple[int, ...]] = []  # each batch's tensor shape, in the order sent
+
+    def batch(self, shape: tuple[int, ...]) -> AbstractContextManager[Batch]:
+        self.shapes.append(tuple(shape))
+        return in_process_batch(shape, self.wire.dtype, self.run)
+
+    def run(self, tensor: np.ndarray) -> list[Answer]:
+        answers = []
+        for image in tensor:
+            darkest = image.min(axis=2)
+            count, _, stats, _ = cv2.connectedComponentsWithStats((darkest > 100).astype(np.uint8))
+            kept = [i for i in range(1, count) if min(stats[i, 2], stats[i, 3]) >= MIN_SQUARE]
+            x, y, w, h = (stats[kept, i].astype(np.float32) for i in range(4))
+            boxes = np.stack([x, y, x + w, y + h], axis=1).reshape(-1, 4)
+            brightness = [np.median(darkest[top : top + h, left : left + w]) for left, top, w, h, _ in stats[kept]]
+            scores = (np.array(brightness, np.float32) * 0.99 / 255).astype(np.float32)
+            landmarks = np.zeros((len(boxes), 10), np.float32)
+            answers.append((ModelOutputs(np.arange(len(boxes)), scores, boxes, landmarks),))
+        return answers
+
+    def candidates(self, outputs: ModelOutputs, input_shape: tuple[int, int], min_score: float) -> Detections:
+        """The finder's decoder: its boxes as they are (landmarks at their centres); told the
+        input's (H, W), which must be one it was sent."""
+        assert tuple(input_shape) in {shape[1:3] for shape in self.shapes}, (input_shape, self.shapes)
+        centres = (outputs.loc[:, :2] + outputs.loc[:, 2:]) / 2
+        found = Detections(outputs.scores, outputs.loc.copy(), np.repeat(centres[:, None], 5, axis=1))
+        return found[found.scores >= min_score]
+
+    def is_ready(self) -> bool:
+        return True
+
+
+@contextmanager
+def square_finder() -> Iterator[tuple[Detectors, SquareFinder]]:
+    """The detectors of a gateway whose one model is a SquareFinder (a model kind of its own, at
+    every detail and in the tiled pass), and the finder."""
+    model = SquareFinder()
+    kind = DetectorKind("squares", {"uint8": model.wire}, model.candidates, ALL, True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("gateway.detection.detectors.KINDS", {**KINDS, "squares": kind})
+        yield serve(("squares",), "uint8", lambda _: model), model
+
+
+def squares_picture(
+    marks: list[tuple[int, int, int]], size: tuple[int, int], background: np.ndarray | None = None, level: int = 255
+) -> np.ndarray:
+    """RGB pixels of `size` (W, H): `background` (black where None; none of it over 100 in every
+    channel), with a square of grey `level` at each (x, y, side) of `marks`."""
+    pixels = np.zeros((size[1], size[0], 3), np.uint8) if background is None else background.copy()
+    for x, y, side in marks:
+        pixels[y : y + side, x : x + side] = level
+    return pixels
 
 
 def detect(stack, data: bytes, params=None, **kwargs) -> requests.Response:

@@ -6,96 +6,31 @@ an animation's frames; no model's judgement is involved."""
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
-
-import cv2
 import numpy as np
 import pytest
 from PIL import Image
 
 from gateway.config import Settings
 from gateway.detection.detections import Detections
-from gateway.detection.detectors import ALL, KINDS, DetectorKind, serve
-from gateway.detection.model import in_process_batch
 from gateway.detection.passes import detect_frames, run_detection
 from gateway.errors import ImageTooLarge
 from gateway.params import DetectOptions
 from gateway.timing import StageTimer
-from gateway.triton.wire import Answer, Batch, ModelOutputs
-from tests.support import stored_with_orientation
+from tests.support import square_finder, squares_picture, stored_with_orientation
 
-WIRE = KINDS["yunet"].wire_formats["uint8"]
 SIZE = (1600, 1200)  # (width, height): the standard pass scales by 1024 / 1600
 LARGE = [(100, 150, 120), (900, 500, 200)]  # (x, y, side) in the upright picture
 SMALL = [(1200, 900, 14), (300, 1000, 12)]  # under 10 px at the standard pass: found by tiles only
 
 
-MIN_SIDE = 10  # like a face model, it finds nothing smaller
-
-
-class SquareFinder:
-    """Answers the white squares of each input image, MIN_SIDE pixels and up, as faces (score 0.99,
-    box in input pixels)."""
-
-    def __init__(self, wire):
-        self.wire = wire
-        self.shapes: list[tuple[int, ...]] = []
-
-    def batch(self, shape: tuple[int, ...]) -> AbstractContextManager[Batch]:
-        self.shapes.append(shape)
-        SHAPES_SENT.append(tuple(shape[1:3]))
-        return in_process_batch(shape, self.wire.dtype, self.run)
-
-    def run(self, tensor: np.ndarray) -> list[Answer]:
-        answers = []
-        for image in tensor:
-            white = (image.min(axis=2) > 200).astype(np.uint8)
-            _, _, stats, _ = cv2.connectedComponentsWithStats(white)
-            stats = stats[1:][(stats[1:, 2] >= MIN_SIDE) & (stats[1:, 3] >= MIN_SIDE)]
-            x, y, w, h = (stats[:, i].astype(np.float32) for i in range(4))
-            boxes = np.stack([x, y, x + w, y + h], axis=1).reshape(-1, 4)
-            answers.append(
-                (
-                    ModelOutputs(
-                        np.arange(len(boxes)),
-                        np.full(len(boxes), 0.99, np.float32),
-                        boxes,
-                        np.zeros((len(boxes), 10), np.float32),
-                    ),
-                )
-            )
-        return answers
-
-    def is_ready(self) -> bool:
-        return True
-
-
-SHAPES_SENT: list[tuple[int, int]] = []  # (H, W) of each batch the finder was sent
-
-
-def squares(outputs: ModelOutputs, input_shape: tuple[int, int], min_score: float) -> Detections:
-    """The finder's decoder: its boxes as they are; told the input's (H, W), which must be what was sent."""
-    assert tuple(input_shape) in SHAPES_SENT, (input_shape, SHAPES_SENT)
-    centres = (outputs.loc[:, :2] + outputs.loc[:, 2:]) / 2
-    found = Detections(outputs.scores, outputs.loc.copy(), np.repeat(centres[:, None], 5, axis=1))
-    return found[found.scores >= min_score]
-
-
 @pytest.fixture
 def finder():
-    kind = DetectorKind("squares", {"uint8": WIRE}, squares, ALL, True)
-    model = SquareFinder(WIRE)
-    SHAPES_SENT.clear()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("gateway.detection.detectors.KINDS", {**KINDS, "squares": kind})
-        yield serve(("squares",), "uint8", lambda _: model), model
+    with square_finder() as served:
+        yield served
 
 
 def picture(marks: list[tuple[int, int, int]], size: tuple[int, int] = SIZE) -> Image.Image:
-    pixels = np.zeros((size[1], size[0], 3), np.uint8)
-    for x, y, side in marks:
-        pixels[y : y + side, x : x + side] = 255
-    return Image.fromarray(pixels)
+    return Image.fromarray(squares_picture(marks, size))
 
 
 def boxes_of(marks: list[tuple[int, int, int]]) -> np.ndarray:
