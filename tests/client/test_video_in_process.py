@@ -1,0 +1,241 @@
+"""`facecrop video`'s job (facecrop_client/video.py) in process, judged by pixels: a stand-in for the
+service answers /v1/detect with the white squares of the JPEG it is sent (OpenCV's connected
+components), so each output frame's hidden squares, its timestamps, its audio, the faces a missed
+frame still hides (the hold) and the JSON Lines of `--detect` are checked against the clip as it was
+drawn; no model and no server involved."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import cv2
+import numpy as np
+import pytest
+
+from facecrop_client.models import Detection
+from facecrop_client.video import DETECT_SIDE, VideoError, VideoJob, VideoSummary, partials_of, run_video
+from facecrop_hiding import Hiding
+
+FPS = 10
+SIDE = 60  # each square's side in the clip
+STEP = 6  # how far it moves right each frame
+EXACT = Hiding("fill", margin=1.0, shape="rect")  # a face's box filled black, nothing more
+DARK, WHITE = 40, 255
+SAMPLE_RATE = 16000
+
+
+def square_at(index: int, size: tuple[int, int]) -> tuple[int, int]:
+    """(x, y) of frame `index`'s square: moving right and down, slowly enough that the hold takes it
+    for one face three frames apart."""
+    return 40 + STEP * index, 30 + 3 * index
+
+
+def build(path: Path, frames: int, size: tuple[int, int], variable: bool = False) -> list[int]:
+    """A clip of `frames` dark frames, each with one white square (square_at), and a tone: the pts
+    of each frame (with `variable`, every third frame lasts three ticks)."""
+    pts, tick = [], 0
+    with av.open(str(path), "w") as output:
+        video = output.add_stream("libx264", rate=FPS, options={"crf": "12", "preset": "veryfast"})
+        video.width, video.height, video.pix_fmt = size[0], size[1], "yuv420p"
+        video.codec_context.time_base = Fraction(1, FPS)
+        audio = output.add_stream("aac", rate=SAMPLE_RATE, layout="mono")
+        samples = np.arange(frames * 3 * SAMPLE_RATE // FPS) / SAMPLE_RATE
+        tone = av.AudioFrame.from_ndarray(
+            (0.2 * np.sin(2 * np.pi * 440 * samples)).astype(np.float32)[None], format="fltp", layout="mono"
+        )
+        tone.sample_rate, tone.pts = SAMPLE_RATE, 0
+        output.mux(audio.encode(tone))
+        output.mux(audio.encode(None))
+        for index in range(frames):
+            pixels = np.full((size[1], size[0], 3), DARK, np.uint8)
+            x, y = square_at(index, size)
+            pixels[y : y + SIDE, x : x + SIDE] = WHITE
+            frame = av.VideoFrame.from_ndarray(pixels, format="bgr24")
+            frame.pts = tick
+            pts.append(tick)
+            tick += 3 if variable and index % 3 == 2 else 1
+            output.mux(video.encode(frame))
+        output.mux(video.encode(None))
+    return pts
+
+
+class SquaresService:
+    """Answers detect() as /v1/detect would if faces were white squares: each square of the JPEG sent,
+    score 99, in the JPEG's pixels; `missing` frames (by the square's place) answer none, as a model
+    that misses a face now and then. Keeps the size and options of each picture sent."""
+
+    def __init__(self, width: int, missing: frozenset[int] = frozenset(), fail_at: int | None = None):
+        self.width, self.missing, self.fail_at = width, missing, fail_at
+        self.sent: list[tuple[int, tuple[int, int], dict]] = []  # (frame, (W, H), params)
+        self.lock = threading.Lock()
+
+    def check(self) -> None:
+        pass
+
+    def detect(self, image: bytes, **params) -> Detection:
+        pixels = cv2.imdecode(np.frombuffer(image, np.uint8), cv2.IMREAD_COLOR)
+        height, width = pixels.shape[:2]
+        _, _, stats, _ = cv2.connectedComponentsWithStats((pixels.min(axis=2) > 150).astype(np.uint8))
+        faces = [
+            {"confidence": 99.0, "face_rectangle": {"x": int(x), "y": int(y), "width": int(w), "height": int(h)}}
+            for x, y, w, h, _ in stats[1:]
+        ]
+        index = round((faces[0]["face_rectangle"]["x"] * self.width / width - 40) / STEP) if faces else -1
+        time.sleep(0.002 * max(0, 12 - index))  # the earlier frames answer later: the order is the job's to keep
+        with self.lock:
+            self.sent.append((index, (width, height), params))
+        if index == self.fail_at:
+            raise ConnectionError("the service went away")
+        if index in self.missing:
+            faces = []
+        return Detection.from_json({"image": {"width": width, "height": height}, "faces": faces})
+
+
+CLIP = (480, 272)
+FRAMES = 12
+
+
+def decoded(path: Path) -> list[av.VideoFrame]:
+    with av.open(str(path)) as container:
+        return list(container.decode(video=0))
+
+
+def audio_packets(path: Path) -> list[tuple[int | None, bytes]]:
+    with av.open(str(path)) as container:
+        return [(p.pts, bytes(p)) for p in container.demux(container.streams.audio[0]) if p.size]
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory) -> tuple[Path, list[int]]:
+    path = tmp_path_factory.mktemp("clip") / "squares.mp4"
+    return path, build(path, FRAMES, CLIP, variable=True)
+
+
+class Progress:
+    """The progress bar the job is given: its total and updates, counted."""
+
+    def __init__(self) -> None:
+        self.total: int | None = None
+        self.updates = 0
+
+    def __call__(self, total: int | None) -> Progress:
+        self.total = total
+        return self
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def update(self, count: int) -> None:
+        self.updates += count
+
+
+def hidden_job(source: Path, target: Path, **options) -> VideoJob:
+    return VideoJob(source, target, hiding=EXACT, **{"tile_every": 0, "hold": 2, **options})
+
+
+def test_every_square_is_hidden_where_it_is_and_the_rest_of_the_clip_is_kept(clip, tmp_path):
+    source, pts = clip
+    target = tmp_path / "hidden.mp4"
+    service, progress = SquaresService(CLIP[0]), Progress()
+    summary = run_video(service, hidden_job(source, target), progress)
+    frames = decoded(target)
+    originals = decoded(source)
+    assert [frame.pts for frame in frames] == [frame.pts for frame in originals]
+    assert frames[0].time_base == originals[0].time_base
+    times = [float(frame.time) for frame in frames]
+    assert times == pytest.approx([tick / FPS for tick in pts])  # every third frame three ticks long, kept
+    assert audio_packets(target) == audio_packets(source)
+    for index, (before, after) in enumerate(zip(originals, frames)):
+        x, y = square_at(index, CLIP)
+        shown = after.to_ndarray(format="bgr24").astype(int)
+        assert shown[y + 3 : y + SIDE - 3, x + 3 : x + SIDE - 3].max() < 40, f"frame {index}: its square shows"
+        outside = np.ones(shown.shape[:2], bool)
+        outside[y - 4 : y + SIDE + 4, x - 4 : x + SIDE + 4] = False
+        difference = np.abs(shown - before.to_ndarray(format="bgr24").astype(int))[outside]
+        assert (difference.max(axis=-1) > 25).mean() < 0.001, f"frame {index}: changed outside its square"
+    assert (summary.frames, summary.skipped, summary.faces) == (FRAMES, 0, FRAMES)
+    assert summary.hidden == pytest.approx(FRAMES * SIDE * SIDE / (CLIP[0] * CLIP[1]), rel=0.05)
+    assert progress.total == FRAMES and progress.updates == FRAMES
+    assert not partials_of(target) and summary.seconds > 0
+
+
+def test_a_face_a_frame_misses_is_hidden_between_two_sightings(clip, tmp_path):
+    """Frames 4 and 5 answer no face; the hold (2 frames) still hides their squares, placed between
+    the sightings before and after; frame 9's miss with hold 0 shows."""
+    source, _ = clip
+    target = tmp_path / "held.mp4"
+    summary = run_video(SquaresService(CLIP[0], missing=frozenset({4, 5, 9})), hidden_job(source, target), Progress())
+    frames = [frame.to_ndarray(format="bgr24") for frame in decoded(target)]
+    for index in (4, 5, 9):
+        x, y = square_at(index, CLIP)
+        assert frames[index][y + 3 : y + SIDE - 3, x + 3 : x + SIDE - 3].max() < 40, f"frame {index} not held"
+    assert summary.faces == FRAMES
+    unheld = tmp_path / "unheld.mp4"
+    run_video(SquaresService(CLIP[0], missing=frozenset({9})), hidden_job(source, unheld, hold=0), Progress())
+    x, y = square_at(9, CLIP)
+    assert decoded(unheld)[9].to_ndarray(format="bgr24")[y + 10 : y + SIDE - 10, x + 10 : x + SIDE - 10].min() > 200
+
+
+def test_frames_are_sent_scaled_to_the_standard_pass_and_whole_where_a_tiled_pass_may_run(tmp_path):
+    """A clip wider than DETECT_SIDE: sent at DETECT_SIDE with the standard pass, whole on every
+    `tile_every`-th frame (detail=auto); faces come back in the frame's own pixels."""
+    size = (1280, 720)
+    source = tmp_path / "wide.mp4"
+    build(source, 5, size)
+    service = SquaresService(size[0])
+    target = tmp_path / "faces.jsonl"
+    job = VideoJob(source, target, mode="detect", params={"min_confidence": 50}, tile_every=2, in_flight=2)
+    summary = run_video(service, job, Progress())
+    sent = sorted(service.sent, key=lambda s: s[0])
+    scaled = (DETECT_SIDE, round(720 * DETECT_SIDE / 1280))
+    assert [(s[1], s[2]) for s in sent] == [
+        (size if index % 2 == 0 else scaled, {"min_confidence": 50, **({"detail": "auto"} if index % 2 == 0 else {})})
+        for index in range(5)
+    ]
+    lines = [json.loads(line) for line in target.read_text().splitlines()]
+    assert lines[-1] == {"summary": {"frames": 5, "skipped": 0, "faces": 5}} and summary.faces == 5
+    for index, line in enumerate(lines[:-1]):
+        assert line["frame"] == index and line["time"] == pytest.approx(index / FPS)
+        assert line["image"] == {"width": 1280, "height": 720}
+        (face,) = line["faces"]
+        rect = face["face_rectangle"]
+        x, y = square_at(index, size)
+        assert np.abs(np.subtract([rect["x"], rect["y"], rect["width"], rect["height"]], [x, y, SIDE, SIDE])).max() <= 2
+
+
+def test_a_failing_service_leaves_neither_the_target_nor_a_partial_file(clip, tmp_path):
+    source, _ = clip
+    target = tmp_path / "never.mp4"
+    with pytest.raises(ConnectionError):
+        run_video(SquaresService(CLIP[0], fail_at=6), hidden_job(source, target), Progress())
+    assert not target.exists() and not partials_of(target)
+
+
+def test_what_is_no_video_is_told_in_one_line(clip, tmp_path):
+    source, _ = clip
+    service = SquaresService(CLIP[0])
+    text = tmp_path / "notes.mp4"
+    text.write_text("not a video")
+    for job, message in [
+        (hidden_job(tmp_path / "absent.mp4", tmp_path / "out.mp4"), "no such file"),
+        (hidden_job(source, source), "would overwrite the input"),
+        (hidden_job(text, tmp_path / "out.mp4"), "not a video"),
+        (hidden_job(source, tmp_path / "out.unknown-extension"), "out.unknown-extension"),
+    ]:
+        with pytest.raises(VideoError, match=message):
+            run_video(service, job, Progress())
+    assert not service.sent[1:]  # at most the frames in flight when the output could not be opened
+
+
+def test_the_summary_line_says_what_was_done():
+    summary = VideoSummary(frames=50, skipped=2, faces=120, seconds=2.0, hidden=5.0)
+    assert summary.line() == "50 frames (2 skipped), 120 faces, 10.0% of the picture hidden, 2.0 s, 25.0 fps"
+    assert VideoSummary().line() == "0 frames (0 skipped), 0 faces, 0.0% of the picture hidden, 0.0 s, 0.0 fps"
