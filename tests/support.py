@@ -94,8 +94,8 @@ class SquareFinder:
     """An in-process stand-in for Triton that answers the light squares of each input image (OpenCV's
     connected components of pixels over 100 in every channel, on the very tensor the gateway sends),
     MIN_SQUARE pixels and up, as faces, box in input pixels, scored by the median brightness inside
-    the box (white 0.99, a grey of 110 about 0.43): tests judge the pipeline's boxes and hidden faces
-    by the squares drawn on a picture, with no model's judgement involved."""
+    the box over 256 (white 0.996, a grey of 128 exactly 0.5, of 110 0.43): tests judge the
+    pipeline's boxes and hidden faces by the squares drawn on a picture, with no model's judgement."""
 
     def __init__(self) -> None:
         self.wire = KINDS["yunet"].wire_formats["uint8"]
@@ -114,7 +114,7 @@ class SquareFinder:
             x, y, w, h = (stats[kept, i].astype(np.float32) for i in range(4))
             boxes = np.stack([x, y, x + w, y + h], axis=1).reshape(-1, 4)
             brightness = [np.median(darkest[top : top + h, left : left + w]) for left, top, w, h, _ in stats[kept]]
-            scores = (np.array(brightness, np.float32) * 0.99 / 255).astype(np.float32)
+            scores = np.array(brightness, np.float32) / 256
             landmarks = np.zeros((len(boxes), 10), np.float32)
             answers.append((ModelOutputs(np.arange(len(boxes)), scores, boxes, landmarks),))
         return answers

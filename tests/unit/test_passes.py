@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from evaluation.images import encoded
 from gateway.config import Settings
 from gateway.detection.detections import Detections
 from gateway.detection.passes import detect_frames, run_detection
@@ -116,10 +117,11 @@ def test_auto_decodes_a_large_photo_again_larger_where_it_tiles(finder):
 
 
 def test_min_confidence_is_a_percentage_kept_from_its_value_up(finder):
-    data = stored_with_orientation(1, picture(LARGE))
-    at = run_detection(data, detectors_of(finder), Settings(), DetectOptions(min_confidence=99))  # the finder's 0.99
+    """Grey squares of 128, which the finder scores exactly 0.5: kept at 50 %, not above."""
+    data = encoded(Image.fromarray(squares_picture(LARGE, SIZE, level=128)), "PNG")
+    at = run_detection(data, detectors_of(finder), Settings(), DetectOptions(min_confidence=50))
     assert len(at.detections) == len(LARGE)
-    above = run_detection(data, detectors_of(finder), Settings(), DetectOptions(min_confidence=99.5))
+    above = run_detection(data, detectors_of(finder), Settings(), DetectOptions(min_confidence=50.01))
     assert len(above.detections) == 0
 
 

@@ -343,3 +343,95 @@ def test_an_animation_s_window_looks_at_frames_spread_from_the_first_to_the_last
     expected = {mark for index in looked_at for mark in frame_marks(index)}
     assert set(rectangles(answer.document["faces"])) == expected
     assert answer.headers["X-Frames"] == str(FRAMES) and answer.headers["X-Face-Count"] == str(len(expected))
+
+
+def test_a_face_of_exactly_the_confident_score_is_framed_where_faces_are_hidden(finder):
+    """A grey square of 128 scores exactly 0.5 (CONFIDENT): framed like the white one, not left out."""
+    pixels = squares_picture([(300, 200, 60)], (1024, 768), still([(40, 40, 60)], (1024, 768)), level=128)
+    window = "anonymize=fill,width=100,height=100,fit=crop,zoom=1,gravity=face,min-confidence=20"
+    document = answer_of(finder, pixels, url_request(window, "json")).document
+    assert document is not None and len(document["faces"]) == 2
+    crop = document["crop"]
+    assert crop["x"] <= 40 and crop["x"] + crop["width"] >= 360  # both framed: the window spans them
+
+
+def test_the_detection_sees_transparency_on_the_background_the_answer_shows():
+    """A transparent square over black: on white (the default) it is a light square the finder takes
+    for a face; on background=black there is nothing to find."""
+    rgba = np.zeros((480, 640, 4), np.uint8)
+    rgba[..., 3] = 255
+    rgba[100:180, 200:280, 3] = 0  # transparent: the colour beneath shows
+    data = encoded(Image.fromarray(rgba, "RGBA"), "PNG")
+    with square_finder() as detectors:
+        window = "width=320,height=240,fit=crop,gravity=face"
+        on_white = answer_of(detectors, data, url_request(window, "json")).document
+        on_black = answer_of(detectors, data, url_request(f"{window},background=black", "json")).document
+    assert on_white is not None and rectangles(on_white["faces"]) == [(200, 100, 80)]
+    assert on_black is not None and on_black["faces"] == []
+
+
+def bordered_animation() -> bytes:
+    """Four frames: the first with a 12-pixel blue border around its picture, the others without."""
+    frames = []
+    for index in range(4):
+        pixels = still([(30 + 10 * index, 30, 20)], (160, 120))
+        if index == 0:
+            pixels[:12], pixels[-12:], pixels[:, :12], pixels[:, -12:] = (
+                (0, 0, 255),
+                (0, 0, 255),
+                (0, 0, 255),
+                (0, 0, 255),
+            )
+        frames.append(Image.fromarray(pixels))
+    buffer = io.BytesIO()
+    frames[0].save(buffer, "GIF", save_all=True, append_images=frames[1:], duration=80, loop=0)
+    return buffer.getvalue()
+
+
+def test_an_animation_s_border_is_found_on_its_first_frame(finder):
+    answer = answer_of(finder, bordered_animation(), url_request("trim=border,format=gif", "gif"))
+    assert answer.headers["X-Crop-Rect"] == "0,0,136,96"
+    assert frames_of(answer)[0].shape[:2] == (96, 136)
+
+
+def test_an_animation_too_costly_once_trimmed_and_turned_is_refused_before_a_frame_is_decoded(finder, monkeypatch):
+    """Four frames of 100x25: turned (rotate=90) and enlarged to 1800 wide, 1800x7200 each, 52 MP in all
+    (over 50): refused before any frame is decoded. Trimmed to 100x20 first, the same enlargement
+    without the turn is 1800x360: made."""
+    from gateway.errors import ImageTooLarge
+    from gateway.imaging import animation as animation_module
+
+    frames = [Image.fromarray(still([(10 + 20 * i, 2, 12)], (100, 25))) for i in range(4)]
+    buffer = io.BytesIO()
+    frames[0].save(buffer, "GIF", save_all=True, append_images=frames[1:], duration=80, loop=0)
+    decoded: list[int] = []
+    real = animation_module.pillow_to_bgr
+    monkeypatch.setattr(animation_module, "pillow_to_bgr", lambda *args: decoded.append(1) or real(*args))
+    with pytest.raises(ImageTooLarge):
+        answer_of(finder, buffer.getvalue(), url_request("rotate=90,width=1800,fit=scale-up,format=gif", "gif"))
+    assert not decoded
+    trimmed = answer_of(
+        finder, buffer.getvalue(), url_request("trim=0;0;5;0,width=1800,fit=scale-up,format=gif", "gif")
+    )
+    assert frames_of(trimmed)[0].shape[:2] == (360, 1800)
+
+
+def test_an_animation_without_faces_frames_the_salient_window_of_its_first_frame_where_pillow_turns_it(finder):
+    """gravity=auto on an animation: its first frame's textured patch (the later frames' is elsewhere),
+    in the turned picture."""
+    rng = np.random.default_rng(2)
+    frames, patches = [], [(10, 200), (170, 10)]  # (top, left) of each frame's patch
+    for top, left in patches + patches:
+        pixels = np.full((240, 320, 3), 50, np.uint8)
+        pixels[top : top + 60, left : left + 60] = rng.integers(0, 100, (60, 60, 3), dtype=np.uint8)
+        frames.append(Image.fromarray(pixels))
+    buffer = io.BytesIO()
+    frames[0].save(buffer, "GIF", save_all=True, append_images=frames[1:], duration=80, loop=0)
+    turned = np.asarray(pillow_turned(frames[0], "rotate=90")).astype(int)
+    rows, _ = np.nonzero(np.abs(turned - 50).max(axis=2))
+    document = answer_of(
+        finder, buffer.getvalue(), url_request("rotate=90,width=240,height=60,fit=crop,gravity=auto", "json")
+    ).document
+    assert document is not None and document["focus"] == "saliency"
+    crop = document["crop"]
+    assert abs(crop["y"] + crop["height"] / 2 - rows.mean()) < crop["height"] / 4, (crop, rows.mean())

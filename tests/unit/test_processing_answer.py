@@ -1,0 +1,313 @@
+"""What gateway/processing's answer carries besides its faces, in process, judged against Pillow,
+LittleCMS and the source's own bytes: every stage timed under its name, a still decoded again where
+the output needs more pixels than the detection's decode, colour profiles converted and said,
+transparency kept or put onto the background, EXIF kept as asked, the output's format and quality,
+an animation's frames, and the facts a log line keeps."""
+
+from __future__ import annotations
+
+import io
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+from PIL import Image, ImageSequence
+
+from evaluation.images import astronaut, encoded
+from evaluation.sources import cmyk_jpeg, encoded_as, srgb_reference
+from gateway.config import Settings
+from gateway.detection.detectors import serve
+from gateway.encode import AVIF_AUTO_MAX_SIDE, AVIF_AVAILABLE, AVIF_MAX_SIDE
+from gateway.errors import OutputTooLarge
+from gateway.imaging.metadata import COPYRIGHT, GPS_IFD
+from gateway.imaging.profiles import DISPLAY_P3
+from gateway.processing.answer import Answer, process
+from gateway.request import ImageRequest, anonymize_request, crop_request, detect_request
+from gateway.timing import StageTimer
+from gateway.url.options import parse_url_options
+from tests.support import NoFacesModel, square_finder, squares_picture
+
+SETTINGS = Settings()
+NO_FACES = serve(SETTINGS.detectors, SETTINGS.wire_format, NoFacesModel)
+
+
+class CountingTimer(StageTimer):
+    """A StageTimer that also counts how often each stage is entered."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered: Counter[str] = Counter()
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        self.entered[name] += 1
+        with super().stage(name):
+            yield
+
+
+def url(options: str, fmt: str = "png") -> ImageRequest:
+    return parse_url_options(options).request(fmt, 85)
+
+
+def opened(answer: Answer) -> Image.Image:
+    image = Image.open(io.BytesIO(answer.body))
+    image.load()
+    return image
+
+
+def detailed(size: tuple[int, int]) -> Image.Image:
+    """The astronaut at `size`: fine detail everywhere, so a picture enlarged from fewer pixels shows."""
+    return astronaut().resize(size, Image.Resampling.LANCZOS)
+
+
+def test_every_stage_is_timed_under_its_own_name():
+    timer = CountingTimer()
+    data = encoded_as(detailed((800, 600)), "JPEG", DISPLAY_P3)
+    with square_finder() as (detectors, _):
+        process(
+            data, url("anonymize=blur,brightness=1.2,width=300,height=300,gravity=face"), SETTINGS, detectors, timer
+        )
+    expected = {"decode", "resize", "preprocess", "infer", "postprocess", "crop", "colour", "filters", "encode"}
+    assert expected <= set(timer.seconds) and set(timer.seconds) <= expected | {"anonymize"}
+    squares = squares_picture([(100, 100, 80)], (800, 600))
+    hidden = CountingTimer()
+    with square_finder() as (detectors, _):
+        process(encoded(Image.fromarray(squares), "PNG"), url("anonymize=fill"), SETTINGS, detectors, hidden)
+    assert hidden.entered["anonymize"] == 1 and hidden.entered["crop"] == 1  # cut, not turned: one crop stage
+
+
+def test_a_still_is_decoded_again_where_the_output_needs_more_pixels_than_the_detection_did():
+    """A 3000x2000 JPEG: the detection decodes it reduced (shrink-on-load); a 1200-pixel window of it
+    needs more, so it is decoded again: the output is Pillow's crop of the original, not an
+    enlargement of the reduced decode."""
+    original = detailed((3000, 2000))
+    data = encoded(original, "JPEG", quality=95)
+    original = Image.open(io.BytesIO(data)).convert("RGB")
+    timer = CountingTimer()
+    answer = process(
+        data, crop_request({"width": "1200", "height": "1200", "format": "png"}), SETTINGS, NO_FACES, timer
+    )
+    assert timer.entered["decode"] == 3  # the header, the detection's decode, the output's
+    x, y, width, height = (int(v) for v in answer.headers["X-Crop-Rect"].split(","))
+    expected = np.asarray(
+        original.crop((x, y, x + width, y + height)).resize((1200, 1200), Image.Resampling.BOX), float
+    )
+    assert np.abs(np.asarray(opened(answer).convert("RGB"), float) - expected).mean() < 2
+    rotated = process(data, url("rotate=90,width=1200,height=1200,fit=crop"), SETTINGS, NO_FACES)
+    x, y, width, height = (int(v) for v in rotated.headers["X-Crop-Rect"].split(","))
+    turned = original.rotate(-90, expand=True).crop((x, y, x + width, y + height))
+    expected = np.asarray(turned.resize((1200, 1200), Image.Resampling.BOX), float)
+    assert np.abs(np.asarray(opened(rotated).convert("RGB"), float) - expected).mean() < 2
+
+
+def saturated() -> Image.Image:
+    """Bands of strong colours inside sRGB's gamut, where Display P3's numbers and sRGB's differ
+    (by 10-30 levels), over the astronaut."""
+    pixels = np.asarray(detailed((240, 160))).copy()
+    for index, colour in enumerate([(200, 90, 60), (70, 170, 80), (70, 80, 200), (210, 200, 60)]):
+        pixels[index * 40 : index * 40 + 30] = colour
+    return Image.fromarray(pixels)
+
+
+def test_a_wide_gamut_photo_goes_out_as_srgb_and_says_so():
+    icc = DISPLAY_P3
+    data = encoded_as(saturated(), "PNG", icc)
+    answer = process(data, crop_request({"width": "240", "height": "160", "format": "png"}), SETTINGS, NO_FACES)
+    assert answer.headers["X-Color-Profile"] == "converted"
+    error = np.abs(np.asarray(opened(answer).convert("RGB"), float) - srgb_reference(data, icc, (240, 160)))
+    assert error.mean() < 1 and np.percentile(error, 99) <= 2
+    untagged = process(encoded(saturated(), "PNG"), crop_request({"format": "png"}), SETTINGS, NO_FACES)
+    assert "X-Color-Profile" not in untagged.headers  # no profile: nothing done, nothing said
+
+
+def test_a_cmyk_jpeg_converted_as_it_is_decoded_says_so():
+    answer = process(cmyk_jpeg(saturated(), adobe=True), crop_request({"format": "png"}), SETTINGS, NO_FACES)
+    assert answer.headers["X-Color-Profile"] == "converted"
+
+
+def test_an_animation_s_frames_go_out_as_srgb_and_say_so():
+    icc = DISPLAY_P3
+    frames = [saturated().rotate(180 * i) for i in range(3)]
+    buffer = io.BytesIO()
+    frames[0].save(buffer, "WEBP", save_all=True, append_images=frames[1:], lossless=True, icc_profile=icc, duration=90)
+    answer = process(buffer.getvalue(), url("width=240,format=webp", "webp"), SETTINGS, NO_FACES)
+    assert answer.headers["X-Color-Profile"] == "converted" and answer.headers["X-Frames"] == "3"
+    with Image.open(io.BytesIO(answer.body)) as image:
+        shown = [np.asarray(frame.convert("RGB"), float) for frame in ImageSequence.Iterator(image)]
+    for frame, picture in zip(shown, frames):
+        reference = srgb_reference(encoded_as(picture, "PNG", icc), icc, (240, 160))
+        unconverted = np.abs(reference - np.asarray(picture, float)).mean()
+        assert np.abs(frame - reference).mean() < unconverted / 2, unconverted
+
+
+def transparent() -> Image.Image:
+    """RGBA: the astronaut, its left third transparent, its middle third half transparent."""
+    rgba = detailed((300, 200)).convert("RGBA")
+    alpha = np.full((200, 300), 255, np.uint8)
+    alpha[:, :100], alpha[:, 100:200] = 0, 128
+    rgba.putalpha(Image.fromarray(alpha))
+    return rgba
+
+
+def test_transparency_is_kept_where_the_output_has_an_alpha_channel():
+    answer = process(encoded(transparent(), "PNG"), crop_request({"width": "300", "height": "200"}), SETTINGS, NO_FACES)
+    shown = opened(answer)
+    assert shown.mode == "RGBA"
+    np.testing.assert_array_equal(np.asarray(shown)[:, :, 3], np.asarray(transparent())[:, :, 3])
+    opaque = np.asarray(transparent())[:, 200:, :3]
+    assert np.abs(np.asarray(shown)[:, 200:, :3].astype(int) - opaque).max() <= 1
+
+
+@pytest.mark.parametrize(
+    ("options", "under"), [("format=jpeg", (255, 255, 255)), ("background=red,format=png", (255, 0, 0))]
+)
+def test_transparency_goes_onto_white_or_the_background_given(options, under):
+    answer = process(encoded(transparent(), "PNG"), url(options, options.rsplit("=", 1)[1]), SETTINGS, NO_FACES)
+    shown = np.asarray(opened(answer).convert("RGB"), float)
+    expected = Image.new("RGBA", (300, 200), (*under, 255))
+    expected.alpha_composite(transparent())
+    tolerance = 6 if "jpeg" in options else 1
+    assert np.abs(shown - np.asarray(expected.convert("RGB"), float)).mean() < tolerance
+    assert np.abs(shown[:, 5:95] - under).max() <= tolerance * 2  # the transparent third: the colour beneath
+
+
+def test_fit_pad_s_canvas_is_the_background_colour():
+    answer = process(
+        encoded(detailed((300, 100)), "PNG"), url("width=200,height=200,fit=pad,background=blue"), SETTINGS, NO_FACES
+    )
+    shown = np.asarray(opened(answer).convert("RGB"))
+    assert shown.shape == (200, 200, 3) and (shown[:40] == (0, 0, 255)).all() and (shown[-40:] == (0, 0, 255)).all()
+
+
+def with_exif(hidden_face: bool = False) -> tuple[bytes, ImageRequest]:
+    exif = Image.Exif()
+    exif[COPYRIGHT] = "Jane Doe"
+    exif[0x010F] = "Camera maker"
+    exif.get_ifd(GPS_IFD)[2] = (51.0, 30.0, 0.0)  # GPSLatitude
+    marks = [(100, 100, 80)] if hidden_face else []
+    data = encoded(
+        Image.fromarray(squares_picture(marks, (320, 240), np.full((240, 320, 3), 60, np.uint8))), "JPEG", exif=exif
+    )
+    return data, url("metadata=keep,format=jpeg" + (",anonymize=fill" if hidden_face else ""), "jpeg")
+
+
+def test_a_jpeg_keeps_the_exif_asked_for_and_no_location_where_faces_are_hidden():
+    data, keep = with_exif()
+    kept = opened(process(data, keep, SETTINGS, NO_FACES)).getexif()
+    assert kept[COPYRIGHT] == "Jane Doe" and kept[0x010F] == "Camera maker" and kept.get_ifd(GPS_IFD)
+    copyright_only = opened(process(data, url("format=jpeg", "jpeg"), SETTINGS, NO_FACES)).getexif()
+    assert dict(copyright_only) == {COPYRIGHT: "Jane Doe"}  # Cloudflare's default, metadata=copyright
+    assert not opened(process(data, url("metadata=none,format=jpeg", "jpeg"), SETTINGS, NO_FACES)).getexif()
+    data, hiding = with_exif(hidden_face=True)
+    with square_finder() as (detectors, _):
+        hidden = process(data, hiding, SETTINGS, detectors)
+    assert hidden.headers["X-Face-Count"] == "1"
+    exif = opened(hidden).getexif()
+    assert exif[COPYRIGHT] == "Jane Doe" and not exif.get_ifd(GPS_IFD)  # where a hidden face was: not said
+
+
+def test_the_output_format_is_the_inputs_unless_asked_and_avif_bounded_by_size():
+    png = encoded(detailed((200, 100)), "PNG")
+    assert process(png, crop_request({}), SETTINGS, NO_FACES).media_type == "image/png"
+    assert (
+        process(encoded(detailed((200, 100)), "GIF"), crop_request({}), SETTINGS, NO_FACES).media_type == "image/jpeg"
+    )
+    if not AVIF_AVAILABLE:
+        pytest.skip("no AVIF encoder here")
+    side = (AVIF_AUTO_MAX_SIDE + AVIF_MAX_SIDE) // 2  # over format=auto's bound, under an asked AVIF's
+    large = encoded(detailed((side, 100)), "PNG")
+    assert process(large, url("format=avif", "avif"), SETTINGS, NO_FACES).media_type == "image/avif"
+    assert process(large, url("format=auto", "avif"), SETTINGS, NO_FACES).media_type == "image/webp"
+
+
+def animation(transparent_corner: bool = False) -> bytes:
+    frames = []
+    for index in range(4):
+        frame = detailed((120, 80)).rotate(90 * index).convert("RGBA")
+        if transparent_corner:
+            frame.paste((0, 0, 0, 0), (0, 0, 40, 40))
+        frames.append(frame)
+    buffer = io.BytesIO()
+    frames[0].save(buffer, "GIF", save_all=True, append_images=frames[1:], duration=70, loop=0, disposal=2)
+    return buffer.getvalue()
+
+
+def test_an_animation_goes_out_in_the_format_and_quality_asked():
+    webp = process(animation(), parse_url_options("format=webp").request("webp", 90), SETTINGS, NO_FACES)
+    assert webp.media_type == "image/webp" and opened(webp).format == "WEBP" and opened(webp).n_frames == 4
+    rough = process(animation(), parse_url_options("format=webp").request("webp", 20), SETTINGS, NO_FACES)
+    assert len(rough.body) < len(webp.body) * 0.8
+
+
+def test_an_animation_s_transparency_goes_onto_the_background_given():
+    answer = process(animation(transparent_corner=True), url("background=red,format=gif", "gif"), SETTINGS, NO_FACES)
+    with Image.open(io.BytesIO(answer.body)) as image:
+        for frame in ImageSequence.Iterator(image):
+            corner = np.asarray(frame.convert("RGB"))[5:35, 5:35]
+            assert (np.abs(corner.astype(int) - (255, 0, 0)).max(axis=2) <= 8).all()
+
+
+def test_the_log_line_s_facts():
+    facts: dict = {}
+    process(animation(), url("format=gif", "gif"), SETTINGS, NO_FACES, note=lambda **more: facts.update(more))
+    assert facts == {"image": {"width": 120, "height": 80, "format": "GIF", "frames": 4}}
+    facts.clear()
+    data = encoded(Image.fromarray(squares_picture([(100, 100, 40)], (640, 480))), "PNG")
+    with square_finder() as (detectors, _):
+        process(data, detect_request({"detail": "high"}), SETTINGS, detectors, note=lambda **more: facts.update(more))
+    assert facts["image"] == {"width": 640, "height": 480, "format": "PNG"} and facts["faces"] == 1
+    assert facts["tiles"] == 0  # high tiles only a picture larger than the standard pass sees
+    facts.clear()
+    with square_finder() as (detectors, _):
+        large = encoded(Image.fromarray(squares_picture([(100, 100, 40)], (2400, 1800))), "PNG")
+        process(large, detect_request({"detail": "high"}), SETTINGS, detectors, note=lambda **more: facts.update(more))
+    assert facts["tiles"] > 1
+
+
+def test_anonymize_answers_the_whole_picture_every_face_hidden():
+    marks = [(40, 40, 50), (700, 520, 60)]  # 1024 wide: the model sees every pixel as it is
+    pixels = squares_picture(marks, (1024, 768), np.full((768, 1024, 3), 70, np.uint8))
+    request = anonymize_request({"method": "fill", "margin": "1", "shape": "rect", "format": "png"})
+    with square_finder() as (detectors, _):
+        answer = process(encoded(Image.fromarray(pixels), "PNG"), request, SETTINGS, detectors)
+    np.testing.assert_array_equal(
+        np.asarray(opened(answer).convert("RGB")), squares_picture(marks, (1024, 768), pixels, 0)
+    )
+    assert "X-Crop-Rect" not in answer.headers and answer.headers["X-Face-Count"] == "2"
+
+
+def test_an_output_of_exactly_the_pixel_limit_is_made_and_one_more_row_refused():
+    data = encoded(detailed((64, 64)), "PNG")
+    limited = Settings(max_pixels=100 * 100)
+    assert opened(process(data, url("width=100,height=100,fit=cover"), limited, NO_FACES)).size == (100, 100)
+    with pytest.raises(OutputTooLarge, match="a 100x101 output is more than the limit of 10000 pixels"):
+        process(data, url("width=100,height=101,fit=cover"), limited, NO_FACES)
+
+
+def test_a_window_without_faces_to_follow_is_centred_and_says_so():
+    document = process(
+        encoded(detailed((300, 200)), "PNG"),
+        crop_request({"width": "100", "height": "100", "format": "json"}),
+        SETTINGS,
+        NO_FACES,
+    ).document
+    assert document is not None and document["focus"] == "center"
+    assert document["crop"] == {"x": 50, "y": 0, "width": 200, "height": 200}
+
+
+def test_placement_power_is_the_operators():
+    """Faces too far apart for one window: how much the larger outweighs the smaller is the setting's
+    (FACECROP_PLACEMENT_POWER): at 0 the two small faces win, at 8 the large one."""
+    faces = [(20, 200, 30), (80, 260, 30), (560, 20, 70)]  # two small on the left, a large one on the right
+    pixels = squares_picture(faces, (640, 480), np.full((480, 640, 3), 60, np.uint8))
+    data = encoded(Image.fromarray(pixels), "PNG")
+    placed = []
+    for power in (0.0, 8.0):
+        with square_finder() as (detectors, _):
+            answer = process(
+                data, url("width=150,height=150,fit=crop,gravity=face"), Settings(placement_power=power), detectors
+            )
+        placed.append(int(answer.headers["X-Crop-Rect"].split(",")[0]))
+    assert placed[0] <= 20 and placed[1] + 480 >= 630
