@@ -16,7 +16,7 @@ from gateway.config import Settings
 from gateway.detection.detectors import Detectors, serve
 from gateway.detection.model import Model
 from gateway.errors import ApiError, InternalError, PayloadTooLarge
-from gateway.triton.client import TritonModel
+from gateway.triton.client import RegionPool, ThreadClients, TritonModel
 from gateway.triton.wire import WireFormat
 from gateway.uploads import InMemoryRequest
 from gateway.url import views as url_views
@@ -34,15 +34,25 @@ class Services:
     etags: EtagSealer  # the URL form's ETags
 
 
-def triton_model(settings: Settings, wire: WireFormat) -> TritonModel:
-    """The Triton model serving `wire` (under its name, or the one FACECROP_MODEL_NAMES gives it)."""
+def region_pool(settings: Settings) -> RegionPool | None:
+    """The worker's shared-memory regions (FACECROP_TRITON_SHM), one pool for all its models."""
+    return None if settings.triton_shm == "off" else RegionPool(required=settings.triton_shm == "on")
+
+
+def triton_model(
+    settings: Settings, wire: WireFormat, regions: RegionPool | None = None, clients: ThreadClients | None = None
+) -> TritonModel:
+    """The Triton model serving `wire` (under its name, or the one FACECROP_MODEL_NAMES gives it),
+    its batches in `regions` and its calls on `clients` (the worker's, shared by its models; its own
+    where None is given)."""
     return TritonModel(
         settings.triton_url,
         settings.triton_name(wire.model_name),
         wire,
         settings.infer_timeout_s,
         settings.ready_timeout_s,
-        settings.triton_shm,
+        regions or region_pool(settings),
+        clients,
     )
 
 
@@ -50,10 +60,11 @@ def create_app(settings: Settings | None = None, model_for: Callable[[WireFormat
     """Build the gateway; each served model (FACECROP_DETECTORS) is `model_for(its wire format)`,
     by default the Triton model of that name, where the joint models answer for their parts."""
     settings = settings or Settings.from_env()
+    regions, clients = region_pool(settings), ThreadClients()
     detectors = serve(
         settings.detectors,
         settings.wire_format,
-        model_for or (lambda wire: triton_model(settings, wire)),
+        model_for or (lambda wire: triton_model(settings, wire, regions, clients)),
         settings.joint_models() if model_for is None else (),  # joint models are Triton's ensembles
     )
     app = Flask(__name__)

@@ -55,13 +55,21 @@ KEPT_REGION_BYTES = 32 << 20  # idle regions a worker keeps for reuse (a 3x3 til
 # when larger than that (a tile batch): a worker's resident memory does not keep what a burst
 # or a detail=high request left, which fault their pages in again (a few ms for a 6 MiB region).
 WARM_REGION_BYTES = 12 << 20
-TRANSPORT_MODES = ("auto", "on", "off")
+
+
+class ThreadClients(threading.local):
+    """Each thread's gRPC client of each Triton address, shared by the models given the same
+    ThreadClients (a worker's): one channel per thread and Triton, not one per model."""
+
+    def __init__(self) -> None:
+        self.by_url: dict[str, grpcclient.InferenceServerClient] = {}
 
 
 class TritonModel:
     """The pipeline's Model served by Triton: `batch(shape)` to fill and submit, `is_ready()`.
 
-    Each thread gets its own gRPC client (and channel), so gunicorn's threads never share one.
+    Each thread gets its own gRPC client (and channel), so gunicorn's threads never share one; the
+    models given one ThreadClients (a worker's) share each thread's.
     """
 
     def __init__(
@@ -71,19 +79,25 @@ class TritonModel:
         wire: WireFormat,
         timeout_s: float,
         ready_timeout_s: float,
-        shared_memory: str = "off",
+        regions: RegionPool | None = None,
+        clients: ThreadClients | None = None,
     ):
-        if shared_memory not in TRANSPORT_MODES:
-            raise ValueError(f"shared_memory must be one of {', '.join(TRANSPORT_MODES)}")
         self.url = url
         self.model_name = model_name
         self.wire = wire
         self.timeout_s = timeout_s
         self.ready_timeout_s = ready_timeout_s
-        self._local = threading.local()
-        self.regions = RegionPool(self) if shared_memory != "off" else None
-        self.shm_active = self.regions is not None  # until `auto` finds Triton cannot use it
-        self._required = shared_memory == "on"
+        self.regions = regions  # the worker's, shared by its models; None: bytes
+        self._clients = clients or ThreadClients()
+
+    @property
+    def shm_active(self) -> bool:
+        """Whether batches travel in shared memory (until `auto` finds Triton cannot use it)."""
+        return self.regions is not None and self.regions.active
+
+    @property
+    def _required(self) -> bool:
+        return self.regions is not None and self.regions.required
 
     @property
     def transport(self) -> str:
@@ -91,9 +105,10 @@ class TritonModel:
         return "shm" if self.shm_active else "bytes"
 
     def _client(self) -> grpcclient.InferenceServerClient:
-        client = getattr(self._local, "client", None)
+        clients = self._clients.by_url
+        client = clients.get(self.url)
         if client is None:
-            client = self._local.client = grpcclient.InferenceServerClient(self.url, channel_args=CHANNEL_ARGS)
+            client = clients[self.url] = grpcclient.InferenceServerClient(self.url, channel_args=CHANNEL_ARGS)
         return client
 
     @contextlib.contextmanager
@@ -102,7 +117,7 @@ class TritonModel:
         region goes back to the pool once every call made on it is over."""
         regions = self.regions
         if regions is not None and not regions.decided:
-            regions.decide()
+            regions.decide(self)
         if regions is None or not self.shm_active:
             yield self._batch(np.empty(shape, self.wire.dtype), None, [])
             return
@@ -115,7 +130,7 @@ class TritonModel:
         finally:
             for call in in_flight:
                 call.settle()  # Triton must be done with the region before it is reused
-            regions.release(region)
+            regions.release(region, self)
 
     def _batch(self, tensor: np.ndarray, region: shm.Region | None, in_flight: list[PendingCall]) -> Batch:
         def submit() -> PendingCall:
@@ -134,7 +149,7 @@ class TritonModel:
         places: dict[str, tuple[int, tuple[int, ...], type[np.generic]]] = {}
         if region is not None and self.regions is not None:
             try:
-                self.regions.register(region)
+                self.regions.register(region, self)
             except InferenceServerException as error:
                 if _is_transient(error) or self._required:
                     raise
@@ -224,18 +239,19 @@ class TritonModel:
         """Choose the transport now if Triton answers (else on the first request); logged."""
         if self.regions is not None and not self.regions.decided:
             try:
-                self.regions.decide()
+                self.regions.decide(self)
             except (BackendUnavailable, BackendTimeout):
                 log.warning("facecrop: Triton not reachable yet; shared memory is tried on the first request")
 
     def close(self) -> None:
-        """Unregister and remove this process's regions (a worker's exit)."""
+        """Unregister and remove this process's regions (a worker's exit; once for all its models)."""
         if self.regions is not None:
-            self.regions.close()
+            self.regions.close(self)
 
     def _use_bytes(self, reason: str) -> None:
-        log.warning("facecrop: Triton I/O for %s as gRPC bytes (%s)", self.model_name, reason)
-        self.shm_active = False
+        """Every model of the worker sends bytes from now on (their regions are one pool)."""
+        if self.regions is not None:
+            self.regions.stop(reason)
 
 
 def _nbytes(shape: tuple[int, ...], dtype: type[np.generic]) -> int:
@@ -308,12 +324,14 @@ def _api_error(error: InferenceServerException) -> BackendUnavailable | BackendT
 
 
 class RegionPool:
-    """A worker's shared-memory regions: leased to one batch at a time, registered with Triton
-    when first used (again after Triton forgot them), kept for reuse up to KEPT_REGION_BYTES (their
-    pages only up to WARM_REGION_BYTES)."""
+    """A worker's shared-memory regions, one pool for all its models (regions are Triton's, not a
+    model's): leased to one batch at a time, registered with Triton when first used (again after
+    Triton forgot them), kept for reuse up to KEPT_REGION_BYTES (their pages only up to
+    WARM_REGION_BYTES). Each call names the model whose gRPC client speaks for it."""
 
-    def __init__(self, model: TritonModel):
-        self._model = model
+    def __init__(self, required: bool = False):
+        self.required = required  # FACECROP_TRITON_SHM=on: fail requests rather than fall back
+        self.active = True  # until `auto` finds Triton cannot use it
         self._lock = threading.Lock()
         self._idle: list[shm.Region] = []
         self._warm: set[str] = set()  # idle regions that kept their pages
@@ -323,7 +341,7 @@ class RegionPool:
         self._stale = shm.sweep_stale()  # regions of this host's dead workers, maybe still in Triton
         self.decided = False
 
-    def decide(self) -> None:
+    def decide(self, model: TritonModel) -> None:
         """In `auto`, try one region with Triton: keep shared memory if Triton opens it, else
         fall back to bytes for good (logged once). `on` fails requests instead of falling back."""
         with self._lock:
@@ -334,13 +352,13 @@ class RegionPool:
                 return
             for name in self._stale:
                 with contextlib.suppress(InferenceServerException):
-                    self._model._client().unregister_system_shared_memory(name, client_timeout=1)
+                    model._client().unregister_system_shared_memory(name, client_timeout=1)
             probe = shm.Region(REGION_QUANTUM)
             self._everything[probe.name] = probe
         try:
-            self.register(probe)
+            self.register(probe, model)
         except InferenceServerException as error:
-            self._drop(probe)
+            self._drop(probe, model)
             if _is_transient(error):
                 raise _api_error(error) from None  # not known yet: decided on a later request
             with self._lock:
@@ -349,13 +367,19 @@ class RegionPool:
         with self._lock:
             self._idle.append(probe)
             self.decided = True
-        log.warning("facecrop: Triton I/O for %s through system shared memory (/dev/shm)", self._model.model_name)
+        log.warning("facecrop: Triton I/O through system shared memory (/dev/shm)")
 
     def _fall_back(self, reason: str) -> None:
-        if self._model._required:
+        if self.required:
             raise BackendUnavailable(f"FACECROP_TRITON_SHM=on, but {reason}")
         self.decided = True
-        self._model._use_bytes(reason)
+        self.stop(reason)
+
+    def stop(self, reason: str) -> None:
+        """Bytes from now on, for every model (logged once)."""
+        if self.active:
+            log.warning("facecrop: Triton I/O as gRPC bytes (%s)", reason)
+        self.active = False
 
     def lease(self, size: int) -> shm.Region:
         """The smallest idle region of at least `size` bytes (one with its pages first), or a new one."""
@@ -370,7 +394,7 @@ class RegionPool:
             self._everything[region.name] = region
             return region
 
-    def release(self, region: shm.Region) -> None:
+    def release(self, region: shm.Region, model: TritonModel) -> None:
         """Back to the idle pool, with its pages while the warm budget allows, else without (given
         back before another batch can lease it); dropped beyond KEPT_REGION_BYTES."""
         with self._lock:
@@ -384,7 +408,7 @@ class RegionPool:
             if kept:
                 self._idle.append(region)
         if not kept:
-            self._drop(region)
+            self._drop(region, model)
 
     def _fits(self, region: shm.Region, warm: bool) -> bool:
         """Whether `region` fits the idle pool's budget (and, `warm`, the budget of pages kept); under the lock."""
@@ -393,18 +417,16 @@ class RegionPool:
         fits = idle + region.size <= KEPT_REGION_BYTES and region.name in self._everything
         return fits and (not warm or warm_bytes + region.size <= WARM_REGION_BYTES)
 
-    def register(self, region: shm.Region) -> None:
+    def register(self, region: shm.Region, model: TritonModel) -> None:
         """Register `region` with Triton unless it already is (as far as this worker knows)."""
         if region.name in self._registered:
             return
         if region.name in self._known:  # registered before: Triton may still have it
             with contextlib.suppress(InferenceServerException):
-                self._model._client().unregister_system_shared_memory(
-                    region.name, client_timeout=self._model.ready_timeout_s
-                )
-        self._model._attempts(
+                model._client().unregister_system_shared_memory(region.name, client_timeout=model.ready_timeout_s)
+        model._attempts(
             lambda c: c.register_system_shared_memory(
-                region.name, region.key, region.size, client_timeout=self._model.ready_timeout_s
+                region.name, region.key, region.size, client_timeout=model.ready_timeout_s
             )
         )
         self._registered.add(region.name)
@@ -414,17 +436,17 @@ class RegionPool:
         """Triton lost its registrations (a restart): register each region again when next used."""
         self._registered.clear()
 
-    def _drop(self, region: shm.Region) -> None:
+    def _drop(self, region: shm.Region, model: TritonModel) -> None:
         with self._lock:
             self._everything.pop(region.name, None)
         if region.name in self._known:
             self._registered.discard(region.name)
             with contextlib.suppress(InferenceServerException):
-                self._model._client().unregister_system_shared_memory(region.name, client_timeout=1)
+                model._client().unregister_system_shared_memory(region.name, client_timeout=1)
         region.unlink()
 
-    def close(self) -> None:
+    def close(self, model: TritonModel) -> None:
         with self._lock:
             regions, self._idle, self._warm = list(self._everything.values()), [], set()
         for region in regions:
-            self._drop(region)
+            self._drop(region, model)

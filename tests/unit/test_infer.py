@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from tritonclient.grpc import service_pb2
 
-from gateway.app import triton_model
+from gateway.app import create_app, triton_model
 from gateway.config import Settings
 from gateway.detection import retinaface, yunet
 from gateway.detection.model import infer
@@ -146,3 +146,18 @@ def test_other_failures_are_not_retried(serve):
         infer(model_at(serve(server)), TENSOR)
     assert server.calls == 1
     assert "INTERNAL" in raised.value.cause
+
+
+@pytest.mark.parametrize(("shm", "pools"), [("auto", 1), ("on", 1), ("off", 0)])
+def test_a_worker_s_models_share_one_pool_of_regions(shm, pools):
+    """Every Triton model of a gateway (each detector's and the joint ensemble's) leases from one
+    pool (one probe region, one budget of idle and warm regions per worker, not one per model)
+    and calls on one gRPC client per thread."""
+    app = create_app(Settings(triton_url=f"127.0.0.1:{free_port()}", triton_shm=shm))
+    detectors = app.extensions["facecrop"].detectors
+    models = [d.model for d in detectors.served] + [call.model for call in detectors.joint]
+    assert len(models) >= 3
+    regions = {id(model.regions) for model in models if model.regions is not None}
+    assert len(regions) == pools and all(model.regions is models[0].regions for model in models)
+    assert all(model._required == (shm == "on") for model in models)
+    assert all(model._client() is models[0]._client() for model in models)  # one gRPC channel per thread
