@@ -85,6 +85,18 @@ def test_a_deadline_that_passed_stops_before_the_next_step():
     assert stopped.value.status == 504 and stopped.value.code == "processing_timeout"
 
 
+def test_a_deadline_passed_after_the_last_frame_stops_before_encoding():
+    """A still: five steps, seven frame steps, then the check before encoding (the 13th)."""
+    with pytest.raises(ProcessingTimeout, match=r"before encoding$"):
+        process(
+            encoded(astronaut(), "PNG"),
+            crop_request({"width": "64"}),
+            SETTINGS,
+            DETECTORS,
+            deadline=Deadline(13.0, TickingClock()),
+        )
+
+
 def test_an_animation_past_its_deadline_stops_at_the_next_frame_not_after_the_last():
     """The five steps, then seven per frame: a deadline passed at the 28th check stops the GIF's
     fourth frame at its second step (turn), eight frames before the last."""

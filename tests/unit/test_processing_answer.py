@@ -20,14 +20,14 @@ from evaluation.sources import cmyk_jpeg, encoded_as, srgb_reference
 from gateway.config import Settings
 from gateway.detection.detectors import serve
 from gateway.encode import AVIF_AUTO_MAX_SIDE, AVIF_AVAILABLE, AVIF_MAX_SIDE
-from gateway.errors import OutputTooLarge
+from gateway.errors import ImageTooLarge, OutputTooLarge
 from gateway.imaging.metadata import COPYRIGHT, GPS_IFD
 from gateway.imaging.profiles import DISPLAY_P3
 from gateway.processing.answer import Answer, process
 from gateway.request import ImageRequest, anonymize_request, crop_request, detect_request
 from gateway.timing import StageTimer
 from gateway.url.options import parse_url_options
-from tests.support import NoFacesModel, square_finder, squares_picture
+from tests.support import NoFacesModel, square_finder, squares_picture, stored_with_orientation
 
 SETTINGS = Settings()
 NO_FACES = serve(SETTINGS.detectors, SETTINGS.wire_format, NoFacesModel)
@@ -76,6 +76,18 @@ def test_every_stage_is_timed_under_its_own_name():
     with square_finder() as (detectors, _):
         process(encoded(Image.fromarray(squares), "PNG"), url("anonymize=fill"), SETTINGS, detectors, hidden)
     assert hidden.entered["anonymize"] == 1 and hidden.entered["crop"] == 1  # cut, not turned: one crop stage
+    turned = CountingTimer()
+    process(animation(), url("rotate=90,format=gif", "gif"), SETTINGS, NO_FACES, turned)
+    assert turned.entered["decode"] == 2 and turned.entered["crop"] == 2 * 4  # header, frames; turn and cut each
+    still_decoded = CountingTimer()
+    process(encoded(detailed((300, 200)), "PNG"), url("width=100"), SETTINGS, NO_FACES, still_decoded)
+    assert still_decoded.entered["decode"] == 2  # no faces looked for: the header, then the output's decode
+    reused = CountingTimer()
+    process(encoded(detailed((300, 200)), "PNG"), crop_request({"width": "100"}), SETTINGS, NO_FACES, reused)
+    assert reused.entered["decode"] == 2  # the detection's decode serves the output as it is
+    bordered = CountingTimer()
+    process(encoded(detailed((300, 200)), "PNG"), url("trim=border"), SETTINGS, NO_FACES, bordered)
+    assert bordered.entered["decode"] == 2  # the header, trim=border's decode (whole: it serves the output)
 
 
 def test_a_still_is_decoded_again_where_the_output_needs_more_pixels_than_the_detection_did():
@@ -161,7 +173,12 @@ def test_transparency_is_kept_where_the_output_has_an_alpha_channel():
 
 
 @pytest.mark.parametrize(
-    ("options", "under"), [("format=jpeg", (255, 255, 255)), ("background=red,format=png", (255, 0, 0))]
+    ("options", "under"),
+    [
+        ("format=jpeg", (255, 255, 255)),
+        ("gravity=face,width=300,height=200,fit=crop,format=jpeg", (255, 255, 255)),  # the detection's decode reused
+        ("background=red,format=png", (255, 0, 0)),
+    ],
 )
 def test_transparency_goes_onto_white_or_the_background_given(options, under):
     answer = process(encoded(transparent(), "PNG"), url(options, options.rsplit("=", 1)[1]), SETTINGS, NO_FACES)
@@ -276,6 +293,36 @@ def test_anonymize_answers_the_whole_picture_every_face_hidden():
         np.asarray(opened(answer).convert("RGB")), squares_picture(marks, (1024, 768), pixels, 0)
     )
     assert "X-Crop-Rect" not in answer.headers and answer.headers["X-Face-Count"] == "2"
+
+
+def test_trim_border_on_a_large_jpeg_decoded_small_finds_the_picture_inside_its_border():
+    pixels = np.full((1500, 2000, 3), (30, 60, 200), np.uint8)
+    pixels[200:1300, 300:1700] = np.asarray(detailed((1400, 1100)))
+    answer = process(encoded(Image.fromarray(pixels), "JPEG", quality=95), url("trim=border"), SETTINGS, NO_FACES)
+    assert opened(answer).size == pytest.approx((1400, 1100), abs=30)  # JPEG's ringing at the edge, a decode at 1/4
+
+
+def test_a_source_over_the_longest_side_allowed_is_refused():
+    with pytest.raises(ImageTooLarge):
+        process(encoded(detailed((600, 100)), "PNG"), crop_request({}), Settings(max_side=500), NO_FACES)
+    assert process(encoded(detailed((500, 100)), "PNG"), crop_request({}), Settings(max_side=500), NO_FACES).body
+
+
+def test_detect_lists_landmarks_unless_asked_not_to_and_names_every_model():
+    data = encoded(Image.fromarray(squares_picture([(100, 100, 40)], (640, 480))), "PNG")
+    with square_finder() as (detectors, _):
+        (face,) = process(data, detect_request({}), SETTINGS, detectors).document["faces"]
+    assert face["landmarks"]["nose"] == [120, 120]  # the finder's landmarks: the square's centre
+    both = process(data, detect_request({"detail": "standard"}), SETTINGS, NO_FACES)
+    assert both.headers["X-Detectors"] == "retinaface, yunet"
+
+
+def test_an_exif_rotated_photo_turned_again_is_pillows_turn_of_the_upright_picture():
+    upright = detailed((320, 240))
+    answer = process(stored_with_orientation(6, upright), url("flip=h,rotate=90,format=png"), SETTINGS, NO_FACES)
+    shown = np.asarray(opened(answer).convert("RGB"), float)
+    expected = np.asarray(upright.transpose(Image.Transpose.FLIP_LEFT_RIGHT).rotate(-90, expand=True), float)
+    assert shown.shape == expected.shape and np.abs(shown - expected).mean() < 4
 
 
 def test_an_output_of_exactly_the_pixel_limit_is_made_and_one_more_row_refused():

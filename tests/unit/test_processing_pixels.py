@@ -414,6 +414,13 @@ def test_an_animation_too_costly_once_trimmed_and_turned_is_refused_before_a_fra
         finder, buffer.getvalue(), url_request("trim=0;0;5;0,width=1800,fit=scale-up,format=gif", "gif")
     )
     assert frames_of(trimmed)[0].shape[:2] == (360, 1800)
+    # eight frames of 100x100 trimmed to 100x10 and enlarged to 2600 wide: 2600x260 each, made (the
+    # bound is the trimmed picture's: untrimmed, 2600x2600 each would be over 50 MP)
+    tall = [Image.fromarray(still([(5 + 10 * i, 2, 12)], (100, 100))) for i in range(8)]
+    buffer = io.BytesIO()
+    tall[0].save(buffer, "GIF", save_all=True, append_images=tall[1:], duration=80, loop=0)
+    flat = answer_of(finder, buffer.getvalue(), url_request("trim=0;0;90;0,width=2600,fit=scale-up,format=gif", "gif"))
+    assert frames_of(flat)[0].shape[:2] == (260, 2600)
 
 
 def test_an_animation_without_faces_frames_the_salient_window_of_its_first_frame_where_pillow_turns_it(finder):
@@ -427,11 +434,10 @@ def test_an_animation_without_faces_frames_the_salient_window_of_its_first_frame
         frames.append(Image.fromarray(pixels))
     buffer = io.BytesIO()
     frames[0].save(buffer, "GIF", save_all=True, append_images=frames[1:], duration=80, loop=0)
-    turned = np.asarray(pillow_turned(frames[0], "rotate=90")).astype(int)
+    turned = np.asarray(pillow_turned(frames[0], "trim=0;0;0;40,rotate=90")).astype(int)
     rows, _ = np.nonzero(np.abs(turned - 50).max(axis=2))
-    document = answer_of(
-        finder, buffer.getvalue(), url_request("rotate=90,width=240,height=60,fit=crop,gravity=auto", "json")
-    ).document
+    options = "trim=0;0;0;40,rotate=90,width=240,height=60,fit=crop,gravity=auto"
+    document = answer_of(finder, buffer.getvalue(), url_request(options, "json")).document
     assert document is not None and document["focus"] == "saliency"
     crop = document["crop"]
     assert abs(crop["y"] + crop["height"] / 2 - rows.mean()) < crop["height"] / 4, (crop, rows.mean())
