@@ -27,6 +27,8 @@ STEP = 6  # how far it moves right each frame
 EXACT = Hiding("fill", margin=1.0, shape="rect")  # a face's box filled black, nothing more
 DARK, WHITE = 40, 255
 SAMPLE_RATE = 16000
+LANDMARKS = ("left_eye", "right_eye", "nose", "mouth_left", "mouth_right")
+DIM, DIM_LEVEL = (230, 20, 240), 110  # (x, y, side) and grey of the large dim square
 
 
 def square_at(index: int, size: tuple[int, int]) -> tuple[int, int]:
@@ -35,24 +37,40 @@ def square_at(index: int, size: tuple[int, int]) -> tuple[int, int]:
     return 40 + STEP * index, 30 + 3 * index
 
 
-def build(path: Path, frames: int, size: tuple[int, int], variable: bool = False) -> list[int]:
-    """A clip of `frames` dark frames, each with one white square (square_at), and a tone: the pts
-    of each frame (with `variable`, every third frame lasts three ticks)."""
+def build(
+    path: Path,
+    frames: int,
+    size: tuple[int, int],
+    variable: bool = False,
+    codec: str = "libx264",
+    rotation: int = 0,
+    textured: bool = False,
+) -> list[int]:
+    """A clip of `frames` dark frames, each with one white square (square_at) and a large dim one
+    (DIM: scored under 50 %, four times the white one's side: no face anonymizing hides), and a
+    tone: the pts of each frame (with `variable`, every third frame lasts three ticks)."""
     pts, tick = [], 0
     with av.open(str(path), "w") as output:
-        video = output.add_stream("libx264", rate=FPS, options={"crf": "12", "preset": "veryfast"})
+        video = output.add_stream(codec, rate=FPS, options={"crf": "12"} if codec == "libx264" else {})
         video.width, video.height, video.pix_fmt = size[0], size[1], "yuv420p"
         video.codec_context.time_base = Fraction(1, FPS)
-        audio = output.add_stream("aac", rate=SAMPLE_RATE, layout="mono")
-        samples = np.arange(frames * 3 * SAMPLE_RATE // FPS) / SAMPLE_RATE
-        tone = av.AudioFrame.from_ndarray(
-            (0.2 * np.sin(2 * np.pi * 440 * samples)).astype(np.float32)[None], format="fltp", layout="mono"
-        )
-        tone.sample_rate, tone.pts = SAMPLE_RATE, 0
-        output.mux(audio.encode(tone))
-        output.mux(audio.encode(None))
+        if rotation:
+            video.set_display_rotation(rotation)
+        if path.suffix == ".mp4":  # a tone (WebM takes no AAC)
+            audio = output.add_stream("aac", rate=SAMPLE_RATE, layout="mono")
+            samples = np.arange(frames * 3 * SAMPLE_RATE // FPS) / SAMPLE_RATE
+            tone = av.AudioFrame.from_ndarray(
+                (0.2 * np.sin(2 * np.pi * 440 * samples)).astype(np.float32)[None], format="fltp", layout="mono"
+            )
+            tone.sample_rate, tone.pts = SAMPLE_RATE, 0
+            output.mux(audio.encode(tone))
+            output.mux(audio.encode(None))
         for index in range(frames):
             pixels = np.full((size[1], size[0], 3), DARK, np.uint8)
+            if textured:  # fine grain, darker than any square: what a higher CRF gives up
+                pixels += np.random.default_rng(index).integers(0, 30, pixels.shape, dtype=np.uint8)
+            left, top, side = DIM
+            pixels[top : top + side, left : left + side] = DIM_LEVEL
             x, y = square_at(index, size)
             pixels[y : y + SIDE, x : x + SIDE] = WHITE
             frame = av.VideoFrame.from_ndarray(pixels, format="bgr24")
@@ -80,19 +98,26 @@ class SquaresService:
     def detect(self, image: bytes, **params) -> Detection:
         pixels = cv2.imdecode(np.frombuffer(image, np.uint8), cv2.IMREAD_COLOR)
         height, width = pixels.shape[:2]
-        _, _, stats, _ = cv2.connectedComponentsWithStats((pixels.min(axis=2) > 150).astype(np.uint8))
+        darkest = pixels.min(axis=2)
+        _, _, stats, _ = cv2.connectedComponentsWithStats((darkest > 80).astype(np.uint8))
         faces = [
-            {"confidence": 99.0, "face_rectangle": {"x": int(x), "y": int(y), "width": int(w), "height": int(h)}}
+            {
+                "confidence": round(float(np.median(darkest[y : y + h, x : x + w])) / 2.56, 1),
+                "face_rectangle": {"x": int(x), "y": int(y), "width": int(w), "height": int(h)},
+                "landmarks": {name: [int(x + w // 2), int(y + h // 2)] for name in LANDMARKS},
+            }
             for x, y, w, h, _ in stats[1:]
+            if min(w, h) >= 10
         ]
-        index = round((faces[0]["face_rectangle"]["x"] * self.width / width - 40) / STEP) if faces else -1
+        white = [face for face in faces if face["confidence"] > 90]
+        index = round((white[0]["face_rectangle"]["x"] * self.width / width - 40) / STEP) if white else -1
         time.sleep(0.002 * max(0, 12 - index))  # the earlier frames answer later: the order is the job's to keep
         with self.lock:
             self.sent.append((index, (width, height), params))
         if index == self.fail_at:
             raise ConnectionError("the service went away")
         if index in self.missing:
-            faces = []
+            faces = [face for face in faces if face not in white]
         return Detection.from_json({"image": {"width": width, "height": height}, "faces": faces})
 
 
@@ -164,7 +189,11 @@ def test_every_square_is_hidden_where_it_is_and_the_rest_of_the_clip_is_kept(cli
     assert (summary.frames, summary.skipped, summary.faces) == (FRAMES, 0, FRAMES)
     assert summary.hidden == pytest.approx(FRAMES * SIDE * SIDE / (CLIP[0] * CLIP[1]), rel=0.05)
     assert progress.total == FRAMES and progress.updates == FRAMES
-    assert not partials_of(target) and summary.seconds > 0
+    assert not partials_of(target) and 0 < summary.seconds < 600
+    assert {size for _, size, _ in service.sent} == {CLIP}  # smaller than DETECT_SIDE: sent as it is
+    with av.open(str(target)) as container:
+        stream = container.streams.video[0]
+        assert stream.codec_context.name == "h264" and stream.guessed_rate == FPS
 
 
 def test_a_face_a_frame_misses_is_hidden_between_two_sightings(clip, tmp_path):
@@ -182,6 +211,11 @@ def test_a_face_a_frame_misses_is_hidden_between_two_sightings(clip, tmp_path):
     run_video(SquaresService(CLIP[0], missing=frozenset({9})), hidden_job(source, unheld, hold=0), Progress())
     x, y = square_at(9, CLIP)
     assert decoded(unheld)[9].to_ndarray(format="bgr24")[y + 10 : y + SIDE - 10, x + 10 : x + SIDE - 10].min() > 200
+    short = tmp_path / "short.mp4"  # hold 1: a gap of two frames is longer than it reaches
+    run_video(SquaresService(CLIP[0], missing=frozenset({4, 5})), hidden_job(source, short, hold=1), Progress())
+    for index, frame in ((4, decoded(short)[4]), (5, decoded(short)[5])):
+        x, y = square_at(index, CLIP)
+        assert frame.to_ndarray(format="bgr24")[y + 10 : y + SIDE - 10, x + 10 : x + SIDE - 10].min() > 200, index
 
 
 def test_frames_are_sent_scaled_to_the_standard_pass_and_whole_where_a_tiled_pass_may_run(tmp_path):
@@ -201,12 +235,15 @@ def test_frames_are_sent_scaled_to_the_standard_pass_and_whole_where_a_tiled_pas
         for index in range(5)
     ]
     lines = [json.loads(line) for line in target.read_text().splitlines()]
-    assert lines[-1] == {"summary": {"frames": 5, "skipped": 0, "faces": 5}} and summary.faces == 5
+    assert lines[-1] == {"summary": {"frames": 5, "skipped": 0, "faces": 10}} and summary.faces == 10  # both squares
     for index, line in enumerate(lines[:-1]):
         assert line["frame"] == index and line["time"] == pytest.approx(index / FPS)
         assert line["image"] == {"width": 1280, "height": 720}
-        (face,) = line["faces"]
+        face, dim = sorted(line["faces"], key=lambda f: -f["confidence"])
+        assert dim["confidence"] < 50 and dim["face_rectangle"]["width"] == pytest.approx(DIM[2], abs=2)
         rect = face["face_rectangle"]
+        centre = [rect["x"] + rect["width"] / 2, rect["y"] + rect["height"] / 2]
+        assert face["landmarks"]["nose"] == pytest.approx(centre, abs=2)  # in the frame's pixels too
         x, y = square_at(index, size)
         assert np.abs(np.subtract([rect["x"], rect["y"], rect["width"], rect["height"]], [x, y, SIDE, SIDE])).max() <= 2
 
@@ -239,3 +276,35 @@ def test_the_summary_line_says_what_was_done():
     summary = VideoSummary(frames=50, skipped=2, faces=120, seconds=2.0, hidden=5.0)
     assert summary.line() == "50 frames (2 skipped), 120 faces, 10.0% of the picture hidden, 2.0 s, 25.0 fps"
     assert VideoSummary().line() == "0 frames (0 skipped), 0 faces, 0.0% of the picture hidden, 0.0 s, 0.0 fps"
+
+
+def test_the_output_keeps_the_codec_the_rotation_and_the_quality_asked(tmp_path):
+    """A VP9 clip comes out as VP9 (x264 where the codec has no encoder here), a clip shown turned
+    keeps its display rotation, and a higher CRF makes a smaller file."""
+    webm, hidden = tmp_path / "clip.webm", tmp_path / "hidden.webm"
+    build(webm, 4, CLIP, codec="libvpx-vp9")
+    run_video(SquaresService(CLIP[0]), hidden_job(webm, hidden), Progress())
+    with av.open(str(hidden)) as container:
+        assert container.streams.video[0].codec_context.name == "vp9"
+    turned, out = tmp_path / "turned.mp4", tmp_path / "turned-hidden.mp4"
+    build(turned, 4, CLIP, rotation=90, textured=True)
+    run_video(SquaresService(CLIP[0]), hidden_job(turned, out), Progress())
+    assert decoded(out)[0].rotation == decoded(turned)[0].rotation != 0
+    sizes = {}
+    for crf in (10, 40):
+        target = tmp_path / f"crf{crf}.mp4"
+        run_video(SquaresService(CLIP[0]), hidden_job(turned, target, crf=crf), Progress())
+        sizes[crf] = target.stat().st_size
+    assert sizes[40] < sizes[10] * 0.7
+
+
+def test_a_file_without_a_video_stream_is_told_so(tmp_path):
+    sound = tmp_path / "sound.m4a"
+    with av.open(str(sound), "w") as output:
+        audio = output.add_stream("aac", rate=SAMPLE_RATE, layout="mono")
+        tone = av.AudioFrame.from_ndarray(np.zeros((1, 4096), np.float32), format="fltp", layout="mono")
+        tone.sample_rate, tone.pts = SAMPLE_RATE, 0
+        output.mux(audio.encode(tone))
+        output.mux(audio.encode(None))
+    with pytest.raises(VideoError, match="no video stream"):
+        run_video(SquaresService(CLIP[0]), hidden_job(sound, tmp_path / "out.mp4"), Progress())

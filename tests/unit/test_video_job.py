@@ -85,3 +85,11 @@ def test_each_missing_face_is_carried_once_even_when_seen_in_several_frames_afte
     empty = np.zeros((0, 5))
     face = np.array([box(100, 50, side=80)])
     assert len(held([face], empty, [face, face])) == 1
+
+
+def test_a_face_s_side_is_the_shorter_of_its_width_and_height_wherever_it_is():
+    """A wide box off the top edge: its side is its height (38), so a box 20 pixels along is
+    another face (more than half of 38 away), whatever its top's place."""
+    wide = np.array([[0.0, 2.0, 100.0, 40.0, 0.9]])
+    step = np.array([1.0, 0.0, 1.0, 0.0, 0.0])
+    assert not same_faces(wide, wide + 20 * step).any() and same_faces(wide, wide + 18 * step).all()
