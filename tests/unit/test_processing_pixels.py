@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageSequence
 
+from evaluation import sources
 from evaluation.images import encoded
 from facecrop_hiding import Hiding
 from gateway.config import Settings
@@ -300,15 +301,18 @@ def frame_marks(index: int) -> list[tuple[int, int, int]]:
 
 def animation() -> bytes:
     frames = [Image.fromarray(still(frame_marks(i), ANIMATION)) for i in range(FRAMES)]
-    buffer = io.BytesIO()
-    frames[0].save(buffer, "GIF", save_all=True, append_images=frames[1:], duration=80, loop=0)
-    return buffer.getvalue()
+    return gif_of(frames)
 
 
 def hidden_frame(index: int, geometry: str) -> Image.Image:
     """Frame `index` with its squares hidden, turned by Pillow."""
     marks = frame_marks(index)
     return pillow_turned(Image.fromarray(hidden(still(marks, ANIMATION), marks)), geometry)
+
+
+def gif_of(frames: list[Image.Image]) -> bytes:
+    """An endless GIF of `frames`, 80 ms each."""
+    return sources.animation(frames, "GIF", [80] * len(frames), loop=0)
 
 
 def frames_of(answer: Answer) -> list[np.ndarray]:
@@ -383,9 +387,7 @@ def bordered_animation() -> bytes:
                 (0, 0, 255),
             )
         frames.append(Image.fromarray(pixels))
-    buffer = io.BytesIO()
-    frames[0].save(buffer, "GIF", save_all=True, append_images=frames[1:], duration=80, loop=0)
-    return buffer.getvalue()
+    return gif_of(frames)
 
 
 def test_an_animation_s_border_is_found_on_its_first_frame(finder):
@@ -402,24 +404,20 @@ def test_an_animation_too_costly_once_trimmed_and_turned_is_refused_before_a_fra
     from gateway.imaging import animation as animation_module
 
     frames = [Image.fromarray(still([(10 + 20 * i, 2, 12)], (100, 25))) for i in range(4)]
-    buffer = io.BytesIO()
-    frames[0].save(buffer, "GIF", save_all=True, append_images=frames[1:], duration=80, loop=0)
+    gif = gif_of(frames)
     decoded: list[int] = []
     real = animation_module.pillow_to_bgr
     monkeypatch.setattr(animation_module, "pillow_to_bgr", lambda *args: decoded.append(1) or real(*args))
     with pytest.raises(ImageTooLarge):
-        answer_of(finder, buffer.getvalue(), url_request("rotate=90,width=1800,fit=scale-up,format=gif", "gif"))
+        answer_of(finder, gif, url_request("rotate=90,width=1800,fit=scale-up,format=gif", "gif"))
     assert not decoded
-    trimmed = answer_of(
-        finder, buffer.getvalue(), url_request("trim=0;0;5;0,width=1800,fit=scale-up,format=gif", "gif")
-    )
+    trimmed = answer_of(finder, gif, url_request("trim=0;0;5;0,width=1800,fit=scale-up,format=gif", "gif"))
     assert frames_of(trimmed)[0].shape[:2] == (360, 1800)
     # eight frames of 100x100 trimmed to 100x10 and enlarged to 2600 wide: 2600x260 each, made (the
     # bound is the trimmed picture's: untrimmed, 2600x2600 each would be over 50 MP)
     tall = [Image.fromarray(still([(5 + 10 * i, 2, 12)], (100, 100))) for i in range(8)]
-    buffer = io.BytesIO()
-    tall[0].save(buffer, "GIF", save_all=True, append_images=tall[1:], duration=80, loop=0)
-    flat = answer_of(finder, buffer.getvalue(), url_request("trim=0;0;90;0,width=2600,fit=scale-up,format=gif", "gif"))
+    gif = gif_of(tall)
+    flat = answer_of(finder, gif, url_request("trim=0;0;90;0,width=2600,fit=scale-up,format=gif", "gif"))
     assert frames_of(flat)[0].shape[:2] == (260, 2600)
 
 
@@ -432,12 +430,11 @@ def test_an_animation_without_faces_frames_the_salient_window_of_its_first_frame
         pixels = np.full((240, 320, 3), 50, np.uint8)
         pixels[top : top + 60, left : left + 60] = rng.integers(0, 100, (60, 60, 3), dtype=np.uint8)
         frames.append(Image.fromarray(pixels))
-    buffer = io.BytesIO()
-    frames[0].save(buffer, "GIF", save_all=True, append_images=frames[1:], duration=80, loop=0)
+    gif = gif_of(frames)
     turned = np.asarray(pillow_turned(frames[0], "trim=0;0;0;40,rotate=90")).astype(int)
     rows, _ = np.nonzero(np.abs(turned - 50).max(axis=2))
     options = "trim=0;0;0;40,rotate=90,width=240,height=60,fit=crop,gravity=auto"
-    document = answer_of(finder, buffer.getvalue(), url_request(options, "json")).document
+    document = answer_of(finder, gif, url_request(options, "json")).document
     assert document is not None and document["focus"] == "saliency"
     crop = document["crop"]
     assert abs(crop["y"] + crop["height"] / 2 - rows.mean()) < crop["height"] / 4, (crop, rows.mean())
