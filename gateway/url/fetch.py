@@ -32,8 +32,7 @@ from urllib.parse import urljoin
 import urllib3
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
-from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
-from urllib3.util import connection
+from urllib3.exceptions import NameResolutionError, NewConnectionError
 
 from gateway.errors import (
     ApiError,
@@ -54,8 +53,6 @@ MAX_TRAILER_LINES = 32
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 NOT_FOUND = frozenset({404, 410})
 CHUNK = 64 * 1024
-NAT64 = ipaddress.ip_network("64:ff9b::/96")
-IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
 # IETF protocol assignments (RFC 6890); Python before 3.11.10 calls most of it global.
 PROTOCOL_ASSIGNMENTS = ipaddress.ip_network("192.0.0.0/24")
 HEADERS = {"User-Agent": "facecrop (+https://github.com/facecrop)", "Accept": "image/*", "Accept-Encoding": "identity"}
@@ -67,11 +64,10 @@ class AddressRefused(Exception):
 
 def is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     """Global unicast (not reserved, not site-local), and so is any IPv4 address embedded in it
-    (mapped, IPv4-compatible, 6to4, Teredo, NAT64)."""
+    (mapped, 6to4, Teredo). NAT64 (64:ff9b::/96) and IPv4-compatible (::/96) addresses lie in ::/8,
+    which is reserved: refused whatever they embed."""
     if isinstance(address, ipaddress.IPv6Address):
         embedded = address.ipv4_mapped or address.sixtofour or (address.teredo or (None, None))[1]
-        if address in NAT64 or address in IPV4_COMPATIBLE:
-            embedded = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
         if (embedded is not None and not is_public(embedded)) or address.is_site_local:
             return False
     if address in PROTOCOL_ASSIGNMENTS:
@@ -82,7 +78,7 @@ def is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
 def first_address(addresses: list[Any], public_only: bool) -> str:
     """The first of getaddrinfo's `addresses` that may be reached; AddressRefused if none may."""
     for *_, sockaddr in addresses:
-        if not public_only or is_public(ipaddress.ip_address(str(sockaddr[0]).split("%")[0])):
+        if not public_only or is_public(ipaddress.ip_address(sockaddr[0])):  # a scope (fe80::1%eth0) included
             return str(sockaddr[0])
     raise AddressRefused("the source resolves only to addresses that are not public")
 
@@ -120,18 +116,11 @@ class _Watched(HTTPConnection):
 
     def _new_conn(self) -> socket.socket:
         try:
-            address = first_address(self.watchdog.resolve(self._dns_host, self.port), self.public_only)
-            sock = connection.create_connection(
-                (address, self.port), self.timeout, self.source_address, self.socket_options
-            )
-        except socket.gaierror as error:
+            addresses = self.watchdog.resolve(self._dns_host, self.port)
+        except socket.gaierror as error:  # (a name IDNA cannot encode is no normalized source)
             raise NameResolutionError(self.host, self, error) from error
-        except UnicodeError as error:  # a name IDNA cannot encode
-            raise NameResolutionError(self.host, self, socket.gaierror(str(error))) from error
-        except TimeoutError as error:
-            raise ConnectTimeoutError(self, "connecting to the origin timed out") from error
-        except OSError as error:
-            raise NewConnectionError(self, f"cannot connect to the origin: {error.strerror}") from error
+        self._dns_host = first_address(addresses, self.public_only)  # urllib3 connects to the address checked
+        sock = super()._new_conn()
         self.watchdog.adopt(sock)
         return sock
 
@@ -146,11 +135,16 @@ class _WatchedHTTPS(_Watched, HTTPSConnection):
 
 
 def _pools(watchdog: Watchdog, public_only: bool) -> urllib3.PoolManager:
-    manager = urllib3.PoolManager(num_pools=64, maxsize=8, block=False, retries=False)
+    """Pools per origin host (the 64 hosts last used, 8 idle connections each), their connections
+    watched and checked; no retries (a GET is asked once, and a redirect's answer returned as it is)."""
+    manager = urllib3.PoolManager(num_pools=64, maxsize=8, retries=False)
     settings = {"watchdog": watchdog, "public_only": public_only}
     manager.pool_classes_by_scheme = {
-        "http": type("HTTPPool", (HTTPConnectionPool,), {"ConnectionCls": type("C", (_Watched,), settings)}),
-        "https": type("HTTPSPool", (HTTPSConnectionPool,), {"ConnectionCls": type("C", (_WatchedHTTPS,), settings)}),
+        scheme: type(pool.__name__, (pool,), {"ConnectionCls": type(watched.__name__, (watched,), settings)})
+        for scheme, pool, watched in (
+            ("http", HTTPConnectionPool, _Watched),
+            ("https", HTTPSConnectionPool, _WatchedHTTPS),
+        )
     }
     return manager
 
@@ -205,12 +199,11 @@ class Fetcher:
             except (ApiError, urllib3.exceptions.HTTPError, http.client.HTTPException, OSError, ValueError):
                 if not watch.ended:
                     raise
-                fetched = None
+            # ended: whatever was read may be cut short (a body that ends at the connection's close)
             if watch.ended == "client":
                 raise ClientGone("the client closed its connection")
             if watch.ended:
                 raise OriginTimeout(f"the origin did not answer within {self.total_s:g} s")
-            assert fetched is not None
             return fetched
 
     def _follow(self, url: str, origin: str | None, conditions: dict[str, str] | None) -> Fetched:
@@ -236,7 +229,7 @@ class Fetcher:
         except urllib3.exceptions.HTTPError as error:
             # a refused connection (NewConnectionError) is a ConnectTimeoutError too, for old code's sake
             if isinstance(error, urllib3.exceptions.TimeoutError) and not isinstance(error, NewConnectionError):
-                raise OriginTimeout("the origin did not answer in time") from None
+                raise OriginTimeout("the origin did not answer in time", cause=str(error)) from None
             raise OriginError(f"the origin could not be reached: {type(error).__name__}", cause=str(error)) from None
 
     def _redirected(self, url: str, location: str, origin: str | None) -> str:
@@ -269,8 +262,8 @@ class Fetcher:
                 response.close()
                 raise PayloadTooLarge(f"the source is larger than the limit of {self.limit} bytes")
             body, modified = self._body(response), True
-            if not body or (declared.isdigit() and len(body) != int(declared)):
-                raise OriginError("the origin's answer was cut short (or empty)")
+            if not body:
+                raise OriginError("the origin's answer was empty")
         return Fetched(
             modified=modified,
             body=body,
@@ -281,7 +274,7 @@ class Fetcher:
 
     def _body(self, response: urllib3.BaseHTTPResponse) -> bytes:
         """The body, read as it arrives; cut off past the limit (the deadline ends it by shutting
-        its socket down)."""
+        its socket down); a connection closed short of the declared length or the last chunk is a 502."""
         chunks, size = [], 0
         try:
             while chunk := response.read1(CHUNK):
@@ -289,8 +282,10 @@ class Fetcher:
                 if size > self.limit:
                     raise PayloadTooLarge(f"the source is larger than the limit of {self.limit} bytes")
                 chunks.append(chunk)
-        except BaseException:
+        except BaseException as error:
             response.close()
+            if isinstance(error, urllib3.exceptions.ProtocolError):  # a closed connection, a malformed chunk
+                raise OriginError("the origin's answer was cut short or malformed", cause=str(error)) from None
             raise
         response.release_conn()
         return b"".join(chunks)

@@ -5,6 +5,8 @@ server)."""
 
 from __future__ import annotations
 
+import gzip
+import http.client
 import queue
 import socket
 import threading
@@ -15,13 +17,22 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from gateway.errors import OriginError, OriginTimeout, PayloadTooLarge, SourceNotAllowed, SourceNotFound
+from gateway.errors import (
+    ClientGone,
+    OriginError,
+    OriginTimeout,
+    OriginUnavailable,
+    PayloadTooLarge,
+    SourceNotAllowed,
+    SourceNotFound,
+)
 from gateway.url.admission import FetchAdmission
-from gateway.url.fetch import MAX_REDIRECTS, Fetcher
+from gateway.url.fetch import MAX_INTERIM, MAX_REDIRECTS, MAX_TRAILER_LINES, Fetcher
 
 LIMIT = 1000
 DRIBBLE = 400
 PHOTO = b"\xff\xd8" + b"x" * 500
+BOMB = gzip.compress(b"\0" * LIMIT * 100)  # small as sent, a hundred times the limit inflated
 
 
 class Origin(ThreadingHTTPServer):
@@ -33,6 +44,7 @@ class Origin(ThreadingHTTPServer):
         super().__init__((host, port), Handler)
         self.connections = 0
         self.dribbled: queue.Queue[int] = queue.Queue()  # bytes of each /dribble sent before its socket shut
+        self.dribbling = threading.Event()  # a /dribble has begun
         self.seen: list[dict[str, str]] = []
 
     def get_request(self):  # type: ignore[no-untyped-def]
@@ -68,6 +80,35 @@ ROUTES: dict[str, tuple[int, dict[str, str], bytes]] = {
     "/r4": redirect("/r3", 308),
     "/elsewhere": redirect("http://not-allowed.example/photo.jpg"),
     "/no-location": (302, {}, b"moved, nowhere"),
+    "/malformed": redirect("http://[::1/photo.jpg"),
+    "/to-self": redirect("/photo.jpg"),  # on the operator's origin: followed there, trusted
+    "/gzipped": (200, {"Content-Encoding": "gzip"}, BOMB),  # though identity was asked for
+}
+
+
+def chunked_answer(interim: int = 0, trailers: tuple[bytes, ...] = (), end: bytes = b"\r\n") -> bytes:
+    """A whole answer as sent: `interim` 100 Continue answers, then PHOTO in one chunk, the
+    `trailers` lines and `end`."""
+    final = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n" % len(PHOTO) + PHOTO + b"\r\n0\r\n"
+    return b"HTTP/1.1 100 Continue\r\n\r\n" * interim + final + b"".join(trailers) + end
+
+
+LONGEST = http.client._MAXLINE  # type: ignore[attr-defined]  # a line's bytes http.client allows
+RAW = {  # answers written as they are
+    "/interim-most": chunked_answer(interim=MAX_INTERIM),
+    "/interim-over": chunked_answer(interim=MAX_INTERIM + 1),
+    "/trailers-most": chunked_answer(trailers=(b"X-T: 1\r\n",) * (MAX_TRAILER_LINES - 1)),  # and the blank line
+    "/trailers-over": chunked_answer(trailers=(b"X-T: 1\r\n",) * MAX_TRAILER_LINES),
+    "/trailer-longest": chunked_answer(trailers=(b"X-T: " + b"t" * (LONGEST - 7) + b"\r\n",)),
+    "/trailer-too-long": chunked_answer(trailers=(b"X-T: " + b"t" * (LONGEST - 6) + b"\r\n",)),
+    "/trailers-bare": chunked_answer(trailers=(b"X-T: 1\n",), end=b"\n"),  # lines ended by LF alone
+    "/trailers-unended": chunked_answer(end=b""),  # the connection closed after the last chunk
+}
+
+CHUNKED = {  # answers sent in chunks, no length declared
+    "/chunked": [b"\xff\xd8", b"a" * 300, b"b" * 300],  # each chunk a read of its own
+    "/chunked-large": [b"c" * 400] * 3,
+    "/chunked-cut": [b"\xff\xd8", b"a" * 300],  # the connection closed before the last chunk
 }
 
 
@@ -84,6 +125,7 @@ class Handler(BaseHTTPRequestHandler):
             self.send_response(200)
             self.send_header("Content-Length", str(DRIBBLE))
             self.end_headers()
+            self.server.dribbling.set()
             sent = 0
             try:
                 while sent < DRIBBLE:
@@ -95,12 +137,19 @@ class Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
             self.server.dribbled.put(sent)
             return
-        if self.path == "/chunked-large":
+        if self.path in RAW:
+            self.wfile.write(RAW[self.path])
+            self.close_connection = self.path == "/trailers-unended"
+            return
+        if self.path in CHUNKED:
             self.send_response(200)
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
-            for _ in range(3):
-                self.wfile.write(b"190\r\n" + b"c" * 400 + b"\r\n")
+            for part in CHUNKED[self.path]:
+                self.wfile.write(b"%x\r\n" % len(part) + part + b"\r\n")
+            if self.path == "/chunked-cut":
+                self.close_connection = True
+                return
             self.wfile.write(b"0\r\n\r\n")
             return
         if self.path == "/conditional" and self.headers.get("If-None-Match") == '"v1"':
@@ -155,8 +204,10 @@ def twins() -> Iterator[tuple[Origin, Origin]]:
     pytest.fail("no port free at both loopback addresses")
 
 
-def fetcher(allow_private: bool = True, allowed: tuple[str, ...] = ("*",), total_s: float = 5) -> Fetcher:
-    return Fetcher(allowed, allow_private, 2, total_s, LIMIT, FetchAdmission(8, 4, 5, 30))
+def fetcher(
+    allow_private: bool = True, allowed: tuple[str, ...] = ("*",), total_s: float = 5, connect_s: float = 2
+) -> Fetcher:
+    return Fetcher(allowed, allow_private, connect_s, total_s, LIMIT, FetchAdmission(8, 4, 5, 30))
 
 
 def test_a_photo_comes_with_its_caching_facts_and_identity_encoding_asked(origin):
@@ -175,24 +226,49 @@ def test_a_conditional_fetch_answers_not_modified_with_no_body(origin):
 
 
 @pytest.mark.parametrize(
-    ("path", "error"),
+    ("path", "error", "message"),
     [
-        ("/gone", SourceNotFound),
-        ("/missing", SourceNotFound),
-        ("/broken", OriginError),
-        ("/unasked-304", OriginError),  # a 304 nobody asked for
-        ("/declared-large", PayloadTooLarge),
-        ("/chunked-large", PayloadTooLarge),  # no length declared: cut off as it arrives
-        ("/empty", OriginError),
-        ("/short", OriginError),  # cut short of its Content-Length
-        ("/r4", OriginError),  # one redirect more than MAX_REDIRECTS
-        ("/elsewhere", SourceNotAllowed),  # a redirect to a source not allowed
-        ("/no-location", OriginError),  # a redirect status with nowhere to go is an answer, not a 200
+        ("/gone", SourceNotFound, "the origin answered 410"),
+        ("/missing", SourceNotFound, "the origin answered 404"),
+        ("/broken", OriginError, "the origin answered 500"),
+        ("/unasked-304", OriginError, "the origin answered 304 to an unconditional request"),
+        ("/declared-large", PayloadTooLarge, f"the source is larger than the limit of {LIMIT} bytes"),
+        # no length declared: cut off as it arrives
+        ("/chunked-large", PayloadTooLarge, f"the source is larger than the limit of {LIMIT} bytes"),
+        ("/empty", OriginError, "the origin's answer was empty"),
+        ("/short", OriginError, "the origin's answer was cut short or malformed"),  # short of its Content-Length
+        ("/chunked-cut", OriginError, "the origin's answer was cut short or malformed"),
+        ("/r4", OriginError, f"the origin redirected more than {MAX_REDIRECTS} times"),
+        ("/malformed", OriginError, "the origin redirected to a malformed URL"),
+        # a redirect status with nowhere to go is an answer, not a 200
+        ("/no-location", OriginError, "the origin answered 302"),
     ],
 )
-def test_what_an_origin_answers_becomes_the_clients_error(origin, path, error):
-    with pytest.raises(error):
+def test_what_an_origin_answers_becomes_the_clients_error(origin, path, error, message):
+    with pytest.raises(error) as raised:
         fetcher(allowed=(origin.base + "/",)).get(f"{origin.base}{path}")
+    assert raised.value.message == message
+
+
+def test_a_redirect_to_a_source_not_allowed_is_refused_without_naming_it(origin):
+    """The answer does not repeat where the origin pointed (it may name hosts of its network); the
+    log line (the error's cause) says why it was refused."""
+    with pytest.raises(SourceNotAllowed) as raised:
+        fetcher(allowed=(origin.base + "/",)).get(f"{origin.base}/elsewhere")
+    assert raised.value.message == "the origin redirected to a source that is not allowed"
+    assert "not-allowed.example" not in raised.value.message
+    assert raised.value.cause == "the source is not under FACECROP_ALLOWED_SOURCES"
+
+
+def test_a_chunked_answer_is_read_whole_in_order(origin):
+    assert fetcher().get(f"{origin.base}/chunked").body == b"".join(CHUNKED["/chunked"])
+
+
+def test_the_operators_origin_redirecting_to_itself_is_followed_though_not_an_allowed_prefix(origin):
+    """Trusted for its own host: a private address, no prefix allowed, and its redirect to its own
+    host is followed (a source elsewhere would not be)."""
+    got = fetcher(allow_private=False, allowed=()).get(f"{origin.base}/to-self", origin=origin.base)
+    assert got.body == PHOTO
 
 
 def test_max_redirects_of_every_kind_are_followed(origin):
@@ -206,20 +282,26 @@ def test_a_body_of_exactly_the_limit_is_read(origin):
 
 def test_a_private_address_is_refused_before_connecting_unless_it_is_the_operators_origin(origin):
     before = origin.connections
-    with pytest.raises(SourceNotAllowed):
+    with pytest.raises(SourceNotAllowed) as raised:
         fetcher(allow_private=False).get(f"{origin.base}/photo.jpg")
+    assert (
+        raised.value.message == "the source resolves only to addresses that are not public: refused before connecting"
+    )
     assert origin.connections == before  # not even a TCP handshake
     trusted = fetcher(allow_private=False).get(f"{origin.base}/photo.jpg", origin=origin.base)
     assert trusted.body == PHOTO and origin.connections > before
 
 
-def resolving(fetcher: Fetcher, name: str, addresses: list[str]) -> Fetcher:
-    """`fetcher`, its name lookups answering `name` with `addresses` in that order (as DNS may)."""
+def resolving(fetcher: Fetcher, name: str, addresses: list[str] | socket.gaierror) -> Fetcher:
+    """`fetcher`, its name lookups answering `name` with `addresses` in that order (as DNS may), or
+    failing with that error."""
     real = fetcher.watchdog.resolve
 
     def resolve(host: str, port: int) -> list:
         if host != name:
             return real(host, port)
+        if isinstance(addresses, socket.gaierror):
+            raise addresses
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port)) for address in addresses]
 
     fetcher.watchdog.resolve = resolve  # type: ignore[method-assign]
@@ -290,3 +372,106 @@ def test_a_pooled_connection_is_held_to_the_new_fetch_s_deadline(origin):
     with pytest.raises(OriginTimeout):
         pooled.get(f"{origin.base}/dribble")
     assert origin.connections == before + 1 and origin.dribbled.get(timeout=60) < DRIBBLE / 2
+
+
+@pytest.mark.parametrize(
+    "path", ["/interim-most", "/trailers-most", "/trailer-longest", "/trailers-bare", "/trailers-unended"]
+)
+def test_answers_at_the_bounds_are_read_whole_and_their_connection_reused(origin, path):
+    """MAX_INTERIM 1xx answers, MAX_TRAILER_LINES trailer lines (the blank one included), a trailer
+    line as long as http.client allows, lines ended by LF: read whole, every byte of the answer read
+    (the next fetch reuses the connection: one counted; urllib3 drops one with bytes left unread)."""
+    pooled = fetcher()
+    before = origin.connections
+    assert pooled.get(f"{origin.base}{path}").body == PHOTO
+    assert pooled.get(f"{origin.base}/photo.jpg").body == PHOTO
+    assert origin.connections == before + 1 + (path == "/trailers-unended")  # that one closed by the origin
+
+
+@pytest.mark.parametrize(
+    ("path", "message", "why"),
+    [
+        ("/interim-over", "the origin could not be reached: ProtocolError", "more 1xx answers than allowed"),
+        ("/trailers-over", "the origin's answer was cut short or malformed", "more trailer lines than allowed"),
+        (
+            "/trailer-too-long",
+            "the origin's answer was cut short or malformed",
+            f"got more than {LONGEST} bytes when reading trailer line",
+        ),
+    ],
+)
+def test_answers_past_the_bounds_are_502s_whose_log_says_why(origin, path, message, why):
+    with pytest.raises(OriginError) as raised:
+        fetcher().get(f"{origin.base}{path}")
+    assert raised.value.message == message and why in raised.value.cause
+
+
+def test_a_compressed_answer_is_kept_as_sent_never_inflated(origin):
+    """Identity was asked for; an origin that compresses anyway gets back what it sent (a small
+    gzip can hold far more than the limit: inflated, this one would be refused as too large)."""
+    assert fetcher().get(f"{origin.base}/gzipped").body == BOMB
+
+
+def test_a_name_that_does_not_resolve_is_a_502_whose_log_names_it():
+    failing = resolving(fetcher(), "nowhere.test", socket.gaierror(socket.EAI_NONAME, "Name or service not known"))
+    with pytest.raises(OriginError) as raised:
+        failing.get("http://nowhere.test/photo.jpg")
+    assert raised.value.message == "the origin could not be reached: NameResolutionError"
+    assert (
+        "Failed to resolve 'nowhere.test'" in raised.value.cause and "Name or service not known" in raised.value.cause
+    )
+
+
+def test_a_refused_connection_is_a_502_whose_log_says_why():
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))  # bound, never listening: refused
+        with pytest.raises(OriginError) as raised:
+            fetcher().get(f"http://127.0.0.1:{closed.getsockname()[1]}/photo.jpg")
+    assert raised.value.message == "the origin could not be reached: NewConnectionError"
+    assert "Connection refused" in raised.value.cause
+
+
+def test_a_connection_never_accepted_ends_at_the_connect_timeout():
+    """A listening socket whose backlog is full (listen(0) and one connection waiting): the
+    handshake is never answered; the connect timeout (0.3 s) ends it, not the fetch's deadline (5 s)."""
+    with socket.socket() as full:
+        full.bind(("127.0.0.1", 0))
+        full.listen(0)
+        port = full.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)), pytest.raises(OriginTimeout) as raised:
+            fetcher(connect_s=0.3).get(f"http://127.0.0.1:{port}/photo.jpg")
+    assert raised.value.message == "the origin did not answer in time"
+    assert "connect timeout=0.3" in raised.value.cause
+
+
+def test_an_https_source_at_a_private_address_is_refused_before_connecting(origin):
+    before = origin.connections
+    with pytest.raises(SourceNotAllowed):
+        fetcher(allow_private=False).get(f"https://127.0.0.1:{origin.server_address[1]}/photo.jpg")
+    assert origin.connections == before
+
+
+def test_failures_at_one_origin_open_its_breaker_alone(twins):
+    """The breaker and the budget are per origin (scheme, host, port): one failure (the breaker's
+    threshold here) closes that origin for its cool-down, not another one."""
+    failing, healthy = twins
+    shared = Fetcher(("*",), True, 2, 5, LIMIT, FetchAdmission(8, 4, 1, 30))
+    with pytest.raises(OriginError):
+        shared.get(f"{failing.base}/broken")
+    with pytest.raises(OriginUnavailable):
+        shared.get(f"{failing.base}/photo.jpg")
+    assert shared.get(f"{healthy.base}/photo.jpg").body == PHOTO
+    assert (failing.connections, healthy.connections) == (1, 1)
+
+
+def test_a_fetch_stops_when_its_client_has_gone(origin):
+    """The client closes its end once the origin has begun dribbling: the fetch ends long before its
+    deadline (30 s), the origin stopped (counted there) before it has sent half."""
+    ours, theirs = socket.socketpair()
+    origin.dribbling.clear()
+    leaving = threading.Thread(target=lambda: origin.dribbling.wait(30) and theirs.close())
+    leaving.start()
+    with ours, pytest.raises(ClientGone):
+        fetcher(total_s=30).get(f"{origin.base}/dribble", client=ours)
+    leaving.join()
+    assert origin.dribbled.get(timeout=60) < DRIBBLE / 2

@@ -496,6 +496,9 @@ def test_made_up_validators_are_never_sent_to_an_origin():
         ("::ffff:127.0.0.1", False),
         ("::7f00:1", False),  # IPv4-compatible 127.0.0.1
         ("64:ff9b::a00:1", False),  # NAT64 of 10.0.0.1
+        ("64:ff9b::5db8:d822", False),  # NAT64 of a public address: ::/8 is reserved
+        ("::5db8:d822", False),  # IPv4-compatible, the same
+        ("2002:5db8:d822::", True),  # 6to4 of a public address
         ("2002:7f00:1::", False),  # 6to4 of 127.0.0.1
         ("fec0::1", False),  # site-local
         ("fe80::1", False),
@@ -603,6 +606,7 @@ def test_a_name_with_several_addresses_connects_to_a_public_one_or_none():
 
     assert first_address(answers("10.0.0.5", "93.184.216.34", "127.0.0.1"), public_only=True) == "93.184.216.34"
     assert first_address(answers("fd00::1", "2606:2800:220:1::1"), public_only=True) == "2606:2800:220:1::1"
+    assert first_address(answers("fe80::1%eth0", "93.184.216.34"), public_only=True) == "93.184.216.34"  # scoped
     with pytest.raises(AddressRefused):
         first_address(answers("10.0.0.5", "127.0.0.2", "::ffff:192.168.0.1"), public_only=True)
     assert first_address(answers("10.0.0.5", "93.184.216.34"), public_only=False) == "10.0.0.5"
