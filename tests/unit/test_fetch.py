@@ -103,6 +103,7 @@ RAW = {  # answers written as they are
     "/trailer-too-long": chunked_answer(trailers=(b"X-T: " + b"t" * (LONGEST - 6) + b"\r\n",)),
     "/trailers-bare": chunked_answer(trailers=(b"X-T: 1\n",), end=b"\n"),  # lines ended by LF alone
     "/trailers-unended": chunked_answer(end=b""),  # the connection closed after the last chunk
+    "/trailer-endless": chunked_answer(trailers=(b"X-T: " + b"t" * LONGEST,), end=b""),  # no line end, kept open
 }
 
 CHUNKED = {  # answers sent in chunks, no length declared
@@ -358,8 +359,9 @@ def test_an_origin_dribbling_its_answer_is_stopped_at_the_deadline(origin):
     """A byte every 50 ms never trips a read timeout; the fetch's deadline (1 s) ends it by shutting
     its socket, long before the 20 s the whole answer takes: an error, and the origin stopped
     (counted there) far short of the last byte."""
-    with pytest.raises(OriginTimeout):
+    with pytest.raises(OriginTimeout) as raised:
         fetcher(total_s=1).get(f"{origin.base}/dribble")
+    assert raised.value.message == "the origin did not answer within 1 s"
     assert origin.dribbled.get(timeout=60) < DRIBBLE / 2
 
 
@@ -398,12 +400,17 @@ def test_answers_at_the_bounds_are_read_whole_and_their_connection_reused(origin
             "the origin's answer was cut short or malformed",
             f"got more than {LONGEST} bytes when reading trailer line",
         ),
+        (  # refused once a line's bound is read, not at the deadline
+            "/trailer-endless",
+            "the origin's answer was cut short or malformed",
+            f"got more than {LONGEST} bytes when reading trailer line",
+        ),
     ],
 )
 def test_answers_past_the_bounds_are_502s_whose_log_says_why(origin, path, message, why):
     with pytest.raises(OriginError) as raised:
         fetcher().get(f"{origin.base}{path}")
-    assert raised.value.message == message and why in raised.value.cause
+    assert raised.value.message == message and f"('{why}')" in raised.value.cause
 
 
 def test_a_compressed_answer_is_kept_as_sent_never_inflated(origin):
@@ -471,7 +478,8 @@ def test_a_fetch_stops_when_its_client_has_gone(origin):
     origin.dribbling.clear()
     leaving = threading.Thread(target=lambda: origin.dribbling.wait(30) and theirs.close())
     leaving.start()
-    with ours, pytest.raises(ClientGone):
+    with ours, pytest.raises(ClientGone) as raised:
         fetcher(total_s=30).get(f"{origin.base}/dribble", client=ours)
+    assert raised.value.message == "the client closed its connection"
     leaving.join()
     assert origin.dribbled.get(timeout=60) < DRIBBLE / 2
