@@ -32,7 +32,7 @@ from urllib.parse import urljoin
 import urllib3
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
-from urllib3.exceptions import NameResolutionError, NewConnectionError
+from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 
 from gateway.errors import (
     ApiError,
@@ -119,6 +119,8 @@ class _Watched(HTTPConnection):
             addresses = self.watchdog.resolve(self._dns_host, self.port)
         except socket.gaierror as error:  # (a name IDNA cannot encode is no normalized source)
             raise NameResolutionError(self.host, self, error) from error
+        except TimeoutError as error:  # the lookup outlived the fetch's deadline (a 504 before the watchdog says so)
+            raise ConnectTimeoutError(self, str(error)) from error
         self._dns_host = first_address(addresses, self.public_only)  # urllib3 connects to the address checked
         sock = super()._new_conn()
         self.watchdog.adopt(sock)

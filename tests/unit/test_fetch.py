@@ -293,7 +293,7 @@ def test_a_private_address_is_refused_before_connecting_unless_it_is_the_operato
     assert trusted.body == PHOTO and origin.connections > before
 
 
-def resolving(fetcher: Fetcher, name: str, addresses: list[str] | socket.gaierror) -> Fetcher:
+def resolving(fetcher: Fetcher, name: str, addresses: list[str] | OSError) -> Fetcher:
     """`fetcher`, its name lookups answering `name` with `addresses` in that order (as DNS may), or
     failing with that error."""
     real = fetcher.watchdog.resolve
@@ -301,7 +301,7 @@ def resolving(fetcher: Fetcher, name: str, addresses: list[str] | socket.gaierro
     def resolve(host: str, port: int) -> list:
         if host != name:
             return real(host, port)
-        if isinstance(addresses, socket.gaierror):
+        if isinstance(addresses, OSError):
             raise addresses
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port)) for address in addresses]
 
@@ -427,6 +427,16 @@ def test_a_name_that_does_not_resolve_is_a_502_whose_log_names_it():
     assert (
         "Failed to resolve 'nowhere.test'" in raised.value.cause and "Name or service not known" in raised.value.cause
     )
+
+
+def test_a_lookup_that_outlives_the_deadline_is_a_504_whatever_the_watchdog_has_seen():
+    """The lookup's own wait ends at the deadline (gateway/url/deadline.py); the watchdog thread,
+    late on a busy machine, may not have ended the watch yet: still a 504, never a 502."""
+    late = resolving(fetcher(), "slow.test", TimeoutError("resolving slow.test took too long"))
+    with pytest.raises(OriginTimeout) as raised:
+        late.get("http://slow.test/photo.jpg")
+    assert raised.value.message == "the origin did not answer in time"
+    assert "resolving slow.test took too long" in raised.value.cause
 
 
 def test_a_refused_connection_is_a_502_whose_log_says_why():
