@@ -33,6 +33,7 @@ import urllib3
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
+from urllib3.util import connection
 
 from gateway.errors import (
     ApiError,
@@ -115,14 +116,17 @@ class _Watched(HTTPConnection):
     public_only: bool
 
     def _new_conn(self) -> socket.socket:
-        try:
-            addresses = self.watchdog.resolve(self._dns_host, self.port)
+        try:  # (the host stays the name: the Host header, SNI and the certificate check use it)
+            address = first_address(self.watchdog.resolve(self._dns_host, self.port), self.public_only)
+            sock = connection.create_connection(
+                (address, self.port), self.timeout, self.source_address, self.socket_options
+            )
         except socket.gaierror as error:  # (a name IDNA cannot encode is no normalized source)
             raise NameResolutionError(self.host, self, error) from error
-        except TimeoutError as error:  # the lookup outlived the fetch's deadline (a 504 before the watchdog says so)
-            raise ConnectTimeoutError(self, str(error)) from error
-        self._dns_host = first_address(addresses, self.public_only)  # urllib3 connects to the address checked
-        sock = super()._new_conn()
+        except TimeoutError as error:  # the lookup outlived the deadline (before the watchdog says so), or the connect
+            raise ConnectTimeoutError(self, f"{error} (connect timeout {self.timeout} s)") from error
+        except OSError as error:
+            raise NewConnectionError(self, f"cannot connect to the origin: {error.strerror}") from error
         self.watchdog.adopt(sock)
         return sock
 
