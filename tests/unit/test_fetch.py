@@ -86,10 +86,15 @@ ROUTES: dict[str, tuple[int, dict[str, str], bytes]] = {
 }
 
 
+def chunk(data: bytes) -> bytes:
+    """`data` framed as one chunk of a chunked body."""
+    return b"%x\r\n" % len(data) + data + b"\r\n"
+
+
 def chunked_answer(interim: int = 0, trailers: tuple[bytes, ...] = (), end: bytes = b"\r\n") -> bytes:
     """A whole answer as sent: `interim` 100 Continue answers, then PHOTO in one chunk, the
     `trailers` lines and `end`."""
-    final = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n" % len(PHOTO) + PHOTO + b"\r\n0\r\n"
+    final = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk(PHOTO) + b"0\r\n"
     return b"HTTP/1.1 100 Continue\r\n\r\n" * interim + final + b"".join(trailers) + end
 
 
@@ -147,7 +152,7 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             for part in CHUNKED[self.path]:
-                self.wfile.write(b"%x\r\n" % len(part) + part + b"\r\n")
+                self.wfile.write(chunk(part))
             if self.path == "/chunked-cut":
                 self.close_connection = True
                 return
