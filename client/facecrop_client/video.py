@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Generator, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import closing
 from dataclasses import dataclass, field
 from itertools import islice
@@ -45,8 +47,15 @@ SPEED_OPTIONS = {
 }
 
 
+SIGNAL_CHECK = 0.1  # seconds: how soon the main thread runs a signal handler another thread was woken for
+
+
 class VideoError(Exception):
     """A video that cannot be processed, told in one line."""
+
+
+class Stopped(Exception):
+    """The job was told to stop (its stop event set) and stopped before its next frame."""
 
 
 @dataclass(frozen=True)
@@ -207,20 +216,22 @@ def decoded_frames(
             summary.skipped += 1
 
 
-def run_video(client: AnyClient, job: VideoJob, progress) -> VideoSummary:
-    """Write `job.target` (via a partial file renamed when complete) and say what was done."""
+def run_video(client: AnyClient, job: VideoJob, progress, stop: threading.Event | None = None) -> VideoSummary:
+    """Write `job.target` (via a partial file renamed when complete) and say what was done; Stopped,
+    the partial file removed, once `stop` is set."""
     check_paths(job.source, job.target)
     client.check()  # an address nobody answers: told at once, not after the retries
     summary = VideoSummary()
     started = time.monotonic()
     partial = partial_path(job.target)
     container = open_video(job.source)
+    stop = threading.Event() if stop is None else stop
     try:
         with container, progress(container.streams.video[0].frames or None) as bar:
             if job.mode == "detect":
-                _list_faces(client, job, container, partial, summary, bar)
+                _list_faces(client, job, container, partial, summary, bar, stop)
             else:
-                _hide_faces(client, job, container, partial, summary, bar)
+                _hide_faces(client, job, container, partial, summary, bar, stop)
         summary.seconds = time.monotonic() - started
         os.replace(partial, job.target)
     finally:
@@ -228,9 +239,36 @@ def run_video(client: AnyClient, job: VideoJob, progress) -> VideoSummary:
     return summary
 
 
-def _in_order(client: AnyClient, job: VideoJob, frames: Iterator[av.VideoFrame], bar) -> Generator[tuple, None, None]:
+def run_video_interruptible(
+    client: AnyClient, job: VideoJob, progress, stop: threading.Event | None = None
+) -> VideoSummary:
+    """run_video on a thread of its own while this (the main) thread only waits: Ctrl-C or SIGTERM
+    raise KeyboardInterrupt here, in a wait (woken every SIGNAL_CHECK seconds, as the kernel may hand
+    the signal to any thread), never mid-call in PyAV or OpenCV (whose bindings can crash on an
+    exception raised inside them). Then `stop` is set and said on stderr, the job stops
+    before its next frame and removes its partial file, and the KeyboardInterrupt goes on."""
+    stop = threading.Event() if stop is None else stop
+    runner = ThreadPoolExecutor(1, thread_name_prefix="video")
+    running = runner.submit(run_video, client, job, progress, stop)
+    try:
+        while not wait([running], SIGNAL_CHECK).done:
+            pass  # the signal may have reached another thread: its handler runs here, between waits
+        return running.result()
+    except KeyboardInterrupt:
+        stop.set()
+        print("facecrop: stopping once the frames already sent are answered", file=sys.stderr, flush=True)
+        wait([running])
+        raise
+    finally:
+        runner.shutdown(wait=False)
+
+
+def _in_order(
+    client: AnyClient, job: VideoJob, frames: Iterator[av.VideoFrame], bar, stop: threading.Event
+) -> Generator[tuple, None, None]:
     """(frame, its answer, its boxes, the boxes of the `hold` frames before and after it), in order,
-    with up to `in_flight` + `hold` frames at the service at once (Triton batches same-sized ones)."""
+    with up to `in_flight` + `hold` frames at the service at once (Triton batches same-sized ones);
+    Stopped, instead of the next frame, once `stop` is set."""
     queue: deque[tuple[av.VideoFrame, Future]] = deque()
     past: deque[np.ndarray] = deque(maxlen=job.hold)
 
@@ -238,6 +276,8 @@ def _in_order(client: AnyClient, job: VideoJob, frames: Iterator[av.VideoFrame],
         frame, future = queue.popleft()
         answer, boxes = future.result()
         after = [later.result()[1] for _, later in islice(queue, job.hold)]
+        if stop.is_set():
+            raise Stopped
         item = (frame, answer, boxes, list(past), after)
         past.append(boxes)
         bar.update(1)
@@ -255,9 +295,11 @@ def _in_order(client: AnyClient, job: VideoJob, frames: Iterator[av.VideoFrame],
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _list_faces(client: AnyClient, job: VideoJob, container, partial: Path, summary: VideoSummary, bar) -> None:
+def _list_faces(
+    client: AnyClient, job: VideoJob, container, partial: Path, summary: VideoSummary, bar, stop: threading.Event
+) -> None:
     frames = decoded_frames(container, None, {}, summary)
-    with open(partial, "w", encoding="utf-8") as out, closing(_in_order(client, job, frames, bar)) as ordered:
+    with open(partial, "w", encoding="utf-8") as out, closing(_in_order(client, job, frames, bar, stop)) as ordered:
         for frame, answer, *_ in ordered:
             out.write(json.dumps({"frame": summary.frames, "time": frame.time, **answer}) + "\n")
             summary.frames += 1
@@ -268,7 +310,9 @@ def _list_faces(client: AnyClient, job: VideoJob, container, partial: Path, summ
         )
 
 
-def _hide_faces(client: AnyClient, job: VideoJob, container, partial: Path, summary: VideoSummary, bar) -> None:
+def _hide_faces(
+    client: AnyClient, job: VideoJob, container, partial: Path, summary: VideoSummary, bar, stop: threading.Event
+) -> None:
     source = container.streams.video[0]
     try:
         output = av.open(str(partial), "w")
@@ -286,7 +330,7 @@ def _hide_faces(client: AnyClient, job: VideoJob, container, partial: Path, summ
         rotation = first_frame_rotation(job.source)
         if rotation:  # before the header is written, which the first audio packet may do
             video.set_display_rotation(rotation)
-        ordered = closing(_in_order(client, job, decoded_frames(container, output, audio_map, summary), bar))
+        ordered = closing(_in_order(client, job, decoded_frames(container, output, audio_map, summary), bar, stop))
         with ordered as frames:  # closed (its requests done) before the containers are
             for frame, _, found, before, after in frames:
                 boxes = held(before, found, after)

@@ -80,6 +80,7 @@ METHODS: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {"blur": blurred, 
 
 
 FEATHER = 0.1  # share of a region's shorter side over which its edge fades in
+ELLIPSE_SHIFT = 16  # fractional bits of an ellipse's centre and axes (OpenCV's most)
 
 
 def region_alpha(height: int, width: int, shape: str, feathered: bool) -> np.ndarray:
@@ -89,8 +90,11 @@ def region_alpha(height: int, width: int, shape: str, feathered: bool) -> np.nda
         inside = np.ones((height, width), dtype=np.float32)
     else:
         inside = np.zeros((height, width), dtype=np.float32)
-        centre = ((width - 1) / 2, (height - 1) / 2)
-        cv2.ellipse(inside, (centre, (float(width), float(height)), 0), (1.0,), thickness=-1)
+        # The inscribed ellipse, in 1/2**SHIFT pixels: OpenCV's first overload, so no failed overload
+        # builds an error message mid-call (a Ctrl-C landing there crashed opencv-python 4.11).
+        centre = ((width - 1) << (ELLIPSE_SHIFT - 1), (height - 1) << (ELLIPSE_SHIFT - 1))
+        axes = (width << (ELLIPSE_SHIFT - 1), height << (ELLIPSE_SHIFT - 1))
+        cv2.ellipse(inside, centre, axes, 0, 0, 360, (1.0,), -1, cv2.LINE_8, ELLIPSE_SHIFT)
     if feathered:
         kernel = 2 * max(1, round(FEATHER * min(height, width) / 2)) + 1
         faded = cv2.GaussianBlur(inside, (kernel, kernel), 0, borderType=cv2.BORDER_CONSTANT)

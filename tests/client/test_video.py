@@ -169,7 +169,8 @@ def test_batch_anonymize_hides_the_videos_of_a_tree_too(stack, clips, tmp_path):
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupted_job_leaves_no_partial_file(stack, clips, tmp_path, stop):
     # The service is reached through a gate that answers 12 frames and then holds the next one:
-    # the signal comes while the job is mid-way (frames written), and it cannot have finished.
+    # the signal comes while the job is mid-way (frames written), and it cannot have finished; the
+    # gate opens once the job says it is stopping, so it cannot finish after the signal either.
     gate = Gate("/v1/detect", let_through=12)
     with gated(stack.gateway, gate) as url:
         running = subprocess.Popen(
@@ -181,9 +182,15 @@ def test_an_interrupted_job_leaves_no_partial_file(stack, clips, tmp_path, stop)
         assert gate.held.wait(60), running.poll()
         assert [p.name for p in tmp_path.iterdir()] == [f".out.partial-{running.pid}.mp4"]
         running.send_signal(stop)
+        told = []
+        for line in running.stderr or ():
+            told.append(line)
+            if "stopping" in line:
+                break
         gate.released.set()
         _, stderr = running.communicate(timeout=60)
-    assert running.returncode == 130, stderr
+    assert running.returncode == 130, "".join(told) + stderr
+    assert "facecrop: stopping once the frames already sent are answered" in "".join(told)
     assert not list(tmp_path.iterdir())
 
 

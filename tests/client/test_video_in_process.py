@@ -7,8 +7,10 @@ drawn; no model and no server involved."""
 from __future__ import annotations
 
 import json
+import signal
 import threading
 import time
+from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 
@@ -18,7 +20,16 @@ import numpy as np
 import pytest
 
 from facecrop_client.models import Detection
-from facecrop_client.video import DETECT_SIDE, VideoError, VideoJob, VideoSummary, partials_of, run_video
+from facecrop_client.video import (
+    DETECT_SIDE,
+    Stopped,
+    VideoError,
+    VideoJob,
+    VideoSummary,
+    partials_of,
+    run_video,
+    run_video_interruptible,
+)
 from facecrop_hiding import Hiding
 
 FPS = 10
@@ -85,10 +96,17 @@ def build(
 class SquaresService:
     """Answers detect() as /v1/detect would if faces were white squares: each square of the JPEG sent,
     score 99, in the JPEG's pixels; `missing` frames (by the square's place) answer none, as a model
-    that misses a face now and then. Keeps the size and options of each picture sent."""
+    that misses a face now and then. Keeps the size and options of each picture sent; `on_frame` is
+    called with each frame's index before its answer is returned."""
 
-    def __init__(self, width: int, missing: frozenset[int] = frozenset(), fail_at: int | None = None):
-        self.width, self.missing, self.fail_at = width, missing, fail_at
+    def __init__(
+        self,
+        width: int,
+        missing: frozenset[int] = frozenset(),
+        fail_at: int | None = None,
+        on_frame: Callable[[int], object] = lambda index: None,
+    ):
+        self.width, self.missing, self.fail_at, self.on_frame = width, missing, fail_at, on_frame
         self.sent: list[tuple[int, tuple[int, int], dict]] = []  # (frame, (W, H), params)
         self.lock = threading.Lock()
 
@@ -118,6 +136,7 @@ class SquaresService:
             raise ConnectionError("the service went away")
         if index in self.missing:
             faces = [face for face in faces if face not in white]
+        self.on_frame(index)
         return Detection.from_json({"image": {"width": width, "height": height}, "faces": faces})
 
 
@@ -160,6 +179,14 @@ class Progress:
 
     def update(self, count: int) -> None:
         self.updates += count
+
+
+class ThreadOfProgress(Progress):
+    """Progress that also keeps the thread the job made it from (the one that runs the job)."""
+
+    def __call__(self, total: int | None) -> Progress:
+        self.thread = threading.current_thread()
+        return super().__call__(total)
 
 
 def hidden_job(source: Path, target: Path, **options) -> VideoJob:
@@ -254,6 +281,41 @@ def test_a_failing_service_leaves_neither_the_target_nor_a_partial_file(clip, tm
     with pytest.raises(ConnectionError):
         run_video(SquaresService(CLIP[0], fail_at=6), hidden_job(source, target), Progress())
     assert not target.exists() and not partials_of(target)
+
+
+def test_a_job_told_to_stop_stops_before_its_next_frame_and_leaves_nothing(clip, tmp_path):
+    source, _ = clip
+    target, stop = tmp_path / "stopped.mp4", threading.Event()
+    service = SquaresService(CLIP[0], on_frame=lambda index: index == 1 and stop.set())
+    progress = Progress()
+    with pytest.raises(Stopped):
+        run_video(service, hidden_job(source, target), progress, stop)
+    assert progress.updates == 0  # frame 0 waits for frame 2 (the hold), answered after the stop
+    assert len(service.sent) < FRAMES and not target.exists() and not partials_of(target)
+
+
+@pytest.mark.parametrize("receiver", ["main thread", "a request's thread"])
+def test_ctrl_c_lands_in_the_main_thread_s_wait_and_the_job_stops_there(clip, tmp_path, capsys, receiver):
+    """The job runs beside the main thread, which only waits: a SIGINT during the job raises
+    KeyboardInterrupt there (never inside PyAV or OpenCV), whichever thread the kernel handed it to;
+    the job is told to stop (the frames after the third are answered only once it is) and cleans up
+    before the KeyboardInterrupt goes on."""
+    source, _ = clip
+    target, stop = tmp_path / "interrupted.mp4", threading.Event()
+    thread = {"main thread": threading.main_thread(), "a request's thread": None}[receiver]
+
+    def on_frame(index: int) -> None:
+        if index == 2:
+            signal.pthread_kill((thread or threading.current_thread()).ident or 0, signal.SIGINT)
+        elif index > 2:
+            stop.wait(10)
+
+    progress = ThreadOfProgress()
+    with pytest.raises(KeyboardInterrupt):
+        run_video_interruptible(SquaresService(CLIP[0], on_frame=on_frame), hidden_job(source, target), progress, stop)
+    assert stop.is_set() and progress.thread is not threading.main_thread()
+    assert not target.exists() and not partials_of(target)
+    assert "stopping once the frames already sent are answered" in capsys.readouterr().err
 
 
 def test_what_is_no_video_is_told_in_one_line(clip, tmp_path):

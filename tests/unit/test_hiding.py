@@ -198,3 +198,12 @@ def test_the_share_hidden_takes_overlaps_in_any_order_and_no_face_outside():
     assert hidden_share(beyond, hiding, (100, 100)) == 0.0
     pixels = np.full((100, 100, 3), 7, np.uint8)
     assert (hide_faces(pixels, beyond, hiding) == 7).all()
+
+
+def test_the_ellipse_is_opencv_s_inscribed_ellipse_of_the_box_at_every_size():
+    """Drawn from whole-pixel sizes with OpenCV's first overload: the same pixels as its box form
+    (centre and size as floats), odd and even sides, slivers to large regions."""
+    for height, width in [(1, 1), (1, 7), (2, 3), (9, 4), (40, 60), (41, 61), (333, 120), (1001, 778)]:
+        box = np.zeros((height, width), np.float32)
+        cv2.ellipse(box, (((width - 1) / 2, (height - 1) / 2), (float(width), float(height)), 0), (1.0,), thickness=-1)
+        assert np.array_equal(region_alpha(np.int64(height), np.int64(width), "ellipse", feathered=False), box)
