@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -403,7 +404,7 @@ def video(client: AnyClient, args: argparse.Namespace) -> int:
     progress = frame_progress(args)
     try:
         with about(args.source):
-            summary = videos.run_video_interruptible(client, job, progress)
+            summary = videos.run_video_interruptible(client, job, progress, threading.Event())
     except videos.VideoError as error:
         raise CommandError(str(error)) from error
     return video_done(args, summary)
@@ -450,7 +451,9 @@ def video_batch(client: AnyClient, args: argparse.Namespace, root: Path, failure
         target = args.output / name
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
-            summary = videos.run_video_interruptible(client, video_job(args, root / name, target), progress)
+            summary = videos.run_video_interruptible(
+                client, video_job(args, root / name, target), progress, threading.Event()
+            )
             print(f"{name}: {summary.line()}", file=sys.stderr)
         except (videos.VideoError, FacecropError, OSError) as error:
             failed += 1

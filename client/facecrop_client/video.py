@@ -239,28 +239,23 @@ def run_video(client: AnyClient, job: VideoJob, progress, stop: threading.Event 
     return summary
 
 
-def run_video_interruptible(
-    client: AnyClient, job: VideoJob, progress, stop: threading.Event | None = None
-) -> VideoSummary:
+def run_video_interruptible(client: AnyClient, job: VideoJob, progress, stop: threading.Event) -> VideoSummary:
     """run_video on a thread of its own while this (the main) thread only waits: Ctrl-C or SIGTERM
     raise KeyboardInterrupt here, in a wait (woken every SIGNAL_CHECK seconds, as the kernel may hand
     the signal to any thread), never mid-call in PyAV or OpenCV (whose bindings can crash on an
-    exception raised inside them). Then `stop` is set and said on stderr, the job stops
-    before its next frame and removes its partial file, and the KeyboardInterrupt goes on."""
-    stop = threading.Event() if stop is None else stop
-    runner = ThreadPoolExecutor(1, thread_name_prefix="video")
-    running = runner.submit(run_video, client, job, progress, stop)
-    try:
-        while not wait([running], SIGNAL_CHECK).done:
-            pass  # the signal may have reached another thread: its handler runs here, between waits
+    exception raised inside them). Then `stop` is set and said on stderr, the job stops before its
+    next frame and removes its partial file, and the KeyboardInterrupt goes on."""
+    with ThreadPoolExecutor(1) as runner:
+        running = runner.submit(run_video, client, job, progress, stop)
+        try:
+            while not wait([running], SIGNAL_CHECK).done:
+                pass  # the signal may have reached another thread: its handler runs here, between waits
+        except KeyboardInterrupt:
+            stop.set()
+            print("facecrop: stopping once the frames already sent are answered", file=sys.stderr)
+            wait([running])
+            raise
         return running.result()
-    except KeyboardInterrupt:
-        stop.set()
-        print("facecrop: stopping once the frames already sent are answered", file=sys.stderr, flush=True)
-        wait([running])
-        raise
-    finally:
-        runner.shutdown(wait=False)
 
 
 def _in_order(

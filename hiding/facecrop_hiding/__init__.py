@@ -94,7 +94,7 @@ def region_alpha(height: int, width: int, shape: str, feathered: bool) -> np.nda
         # builds an error message mid-call (a Ctrl-C landing there crashed opencv-python 4.11).
         centre = ((width - 1) << (ELLIPSE_SHIFT - 1), (height - 1) << (ELLIPSE_SHIFT - 1))
         axes = (width << (ELLIPSE_SHIFT - 1), height << (ELLIPSE_SHIFT - 1))
-        cv2.ellipse(inside, centre, axes, 0, 0, 360, (1.0,), -1, cv2.LINE_8, ELLIPSE_SHIFT)
+        cv2.ellipse(inside, centre, axes, 0, 0, 360, (1.0,), -1, shift=ELLIPSE_SHIFT)
     if feathered:
         kernel = 2 * max(1, round(FEATHER * min(height, width) / 2)) + 1
         faded = cv2.GaussianBlur(inside, (kernel, kernel), 0, borderType=cv2.BORDER_CONSTANT)

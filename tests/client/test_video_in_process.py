@@ -19,6 +19,7 @@ import cv2
 import numpy as np
 import pytest
 
+from facecrop_client import video
 from facecrop_client.models import Detection
 from facecrop_client.video import (
     DETECT_SIDE,
@@ -295,7 +296,7 @@ def test_a_job_told_to_stop_stops_before_its_next_frame_and_leaves_nothing(clip,
 
 
 @pytest.mark.parametrize("receiver", ["main thread", "a request's thread"])
-def test_ctrl_c_lands_in_the_main_thread_s_wait_and_the_job_stops_there(clip, tmp_path, capsys, receiver):
+def test_ctrl_c_lands_in_the_main_thread_s_wait_and_the_job_stops_there(clip, tmp_path, capsys, monkeypatch, receiver):
     """The job runs beside the main thread, which only waits: a SIGINT during the job raises
     KeyboardInterrupt there (never inside PyAV or OpenCV), whichever thread the kernel handed it to;
     the job is told to stop (the frames after the third are answered only once it is) and cleans up
@@ -304,8 +305,11 @@ def test_ctrl_c_lands_in_the_main_thread_s_wait_and_the_job_stops_there(clip, tm
     target, stop = tmp_path / "interrupted.mp4", threading.Event()
     thread = {"main thread": threading.main_thread(), "a request's thread": None}[receiver]
 
+    monkeypatch.setattr(video, "SIGNAL_CHECK", 0.001)  # the main thread has waited many times before the signal
+
     def on_frame(index: int) -> None:
         if index == 2:
+            time.sleep(0.1)
             signal.pthread_kill((thread or threading.current_thread()).ident or 0, signal.SIGINT)
         elif index > 2:
             stop.wait(10)
@@ -315,7 +319,7 @@ def test_ctrl_c_lands_in_the_main_thread_s_wait_and_the_job_stops_there(clip, tm
         run_video_interruptible(SquaresService(CLIP[0], on_frame=on_frame), hidden_job(source, target), progress, stop)
     assert stop.is_set() and progress.thread is not threading.main_thread()
     assert not target.exists() and not partials_of(target)
-    assert "stopping once the frames already sent are answered" in capsys.readouterr().err
+    assert capsys.readouterr().err == "facecrop: stopping once the frames already sent are answered\n"
 
 
 def test_what_is_no_video_is_told_in_one_line(clip, tmp_path):
