@@ -305,11 +305,20 @@ def test_ctrl_c_lands_in_the_main_thread_s_wait_and_the_job_stops_there(clip, tm
     target, stop = tmp_path / "interrupted.mp4", threading.Event()
     thread = {"main thread": threading.main_thread(), "a request's thread": None}[receiver]
 
-    monkeypatch.setattr(video, "SIGNAL_CHECK", 0.001)  # the main thread has waited many times before the signal
+    sliced, real_wait = threading.Event(), video.wait
+
+    def wait_and_tell(futures, timeout=None):  # the signal comes after one of the main thread's slices
+        done = real_wait(futures, timeout)
+        if threading.current_thread() is threading.main_thread() and not done.done:
+            sliced.set()
+        return done
+
+    monkeypatch.setattr(video, "SIGNAL_CHECK", 0.001)
+    monkeypatch.setattr(video, "wait", wait_and_tell)
 
     def on_frame(index: int) -> None:
         if index == 2:
-            time.sleep(0.1)
+            sliced.wait(10)
             signal.pthread_kill((thread or threading.current_thread()).ident or 0, signal.SIGINT)
         elif index > 2:
             stop.wait(10)
