@@ -34,10 +34,11 @@ class Detections:
     def scaled(self, offset: tuple[float, float], scale: float | np.ndarray) -> Detections:
         """Moved by `offset` (x, y), then divided by `scale` (one, or x and y): from a tile's or a
         resized image's pixels to the pixels it was made from."""
-        shift = np.asarray(offset, dtype=np.float32)
-        per_axis = np.broadcast_to(np.asarray(scale, dtype=np.float32), (2,))
-        boxes = (self.boxes + np.tile(shift, 2)) / np.tile(per_axis, 2)
-        return Detections(self.scores, boxes, (self.landmarks + shift) / per_axis)
+        x, y = offset
+        across, down = (scale, scale) if np.ndim(scale) == 0 else scale
+        boxes = (self.boxes + np.array([x, y, x, y], np.float32)) / np.array([across, down, across, down], np.float32)
+        landmarks = (self.landmarks + np.array([x, y], np.float32)) / np.array([across, down], np.float32)
+        return Detections(self.scores, boxes, landmarks)
 
     @staticmethod
     def concatenate(parts: list[Detections]) -> Detections:
@@ -57,9 +58,10 @@ def face_objects(detections: Detections, with_landmarks: bool) -> list[dict]:
     corners = np.rint(detections.boxes).astype(int)
     points = np.rint(detections.landmarks).astype(int)
     faces = []
-    for score, (x1, y1, x2, y2), face_points in zip(detections.scores, corners.tolist(), points.tolist()):
+    percents = (detections.scores.astype(np.float64) * 100).tolist()
+    for percent, (x1, y1, x2, y2), face_points in zip(percents, corners.tolist(), points.tolist()):
         face = {
-            "confidence": round(float(score) * 100, 3),
+            "confidence": round(percent, 3),
             "face_rectangle": {"x": x1, "y": y1, "width": x2 - x1, "height": y2 - y1},
         }
         if with_landmarks:

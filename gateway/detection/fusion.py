@@ -25,12 +25,13 @@ PairScore = Callable[[np.ndarray, np.ndarray], np.ndarray]  # a matched pair's t
 
 def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """IoU of every corner box (x1, y1, x2, y2) in `a` [N, 4] with every one in `b` [M, 4]."""
-    top_left = np.maximum(a[:, None, :2], b[None, :, :2])
-    bottom_right = np.minimum(a[:, None, 2:], b[None, :, 2:])
-    intersection = np.prod(np.clip(bottom_right - top_left, 0, None), axis=2)
-    area_a = np.prod(a[:, 2:] - a[:, :2], axis=1)
-    area_b = np.prod(b[:, 2:] - b[:, :2], axis=1)
-    return intersection / np.maximum(area_a[:, None] + area_b[None, :] - intersection, 1e-9)
+    ax1, ay1, ax2, ay2 = a.T[:, :, None]  # each [N, 1]
+    bx1, by1, bx2, by2 = b.T[:, None, :]  # each [1, M]
+    width = np.minimum(ax2, bx2) - np.maximum(ax1, bx1)
+    height = np.minimum(ay2, by2) - np.maximum(ay1, by1)
+    intersection = np.maximum(width, 0, out=width) * np.maximum(height, 0, out=height)
+    union = (ax2 - ax1) * (ay2 - ay1) + (bx2 - bx1) * (by2 - by1) - intersection
+    return intersection / np.maximum(union, 1e-9, out=union)
 
 
 def matches(a: Detections, b: Detections, min_iou: float) -> tuple[np.ndarray, np.ndarray]:
@@ -80,9 +81,15 @@ def merged(
         (a.boxes[in_a] * weights_a + b.boxes[in_b] * weights_b) / total,
         (a.landmarks[in_a] * weights_a[:, :, None] + b.landmarks[in_b] * weights_b[:, :, None]) / total[:, :, None],
     )
-    only_a = np.setdiff1d(np.arange(len(a)), in_a)
-    only_b = np.setdiff1d(np.arange(len(b)), in_b)
+    only_a, only_b = unmatched(len(a), in_a), unmatched(len(b), in_b)
     every = Detections.concatenate([pairs, a[only_a], b[only_b]])
     every_weight = np.concatenate([total[:, 0], weights[only_a], b.scores[only_b]])
     order = np.argsort(-every.scores, kind="stable")
     return every[order], every_weight[order]
+
+
+def unmatched(count: int, matched: np.ndarray) -> np.ndarray:
+    """A mask of the `count` faces whose index is not in `matched`."""
+    mask = np.ones(count, dtype=bool)
+    mask[matched] = False
+    return mask
