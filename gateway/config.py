@@ -55,7 +55,13 @@ class Settings:
         "word without `=`, stops the gateway at start-up",
     )
     target_size: int = setting(1024, "long side images are scaled to (a multiple of 32)")
-    pad_multiple: int = setting(256, "short side padded up to a multiple of this (a multiple of 32)")
+    pad_multiple: int = setting(
+        32,
+        "short side padded up to a multiple of this (a multiple of 32): 32 where the models run on CPU, whose time "
+        "grows with every padded pixel; GPU hosts set 256 (docker-compose.yml, deploy/kubernetes), for few "
+        "shapes that share batches and that the TensorRT profile and warmup cover "
+        '(docs/architecture.md, "Resize policy")',
+    )
     max_upload_bytes: int = setting(20 * 1024 * 1024, "largest request body (then 413)", "`20971520` (20 MiB)")
     max_pixels: int = setting(100_000_000, "largest width x height, checked from the header (Cloudflare's)")
     max_side: int = setting(MAX_SIDE, "longest side, checked from the header, and the URL form's largest output side")

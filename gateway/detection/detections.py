@@ -35,7 +35,7 @@ class Detections:
         """Moved by `offset` (x, y), then divided by `scale` (one, or x and y): from a tile's or a
         resized image's pixels to the pixels it was made from."""
         x, y = offset
-        across, down = (scale, scale) if np.ndim(scale) == 0 else scale
+        across, down = scale.tolist() if isinstance(scale, np.ndarray) else (scale, scale)
         boxes = (self.boxes + np.array([x, y, x, y], np.float32)) / np.array([across, down, across, down], np.float32)
         landmarks = (self.landmarks + np.array([x, y], np.float32)) / np.array([across, down], np.float32)
         return Detections(self.scores, boxes, landmarks)

@@ -69,7 +69,8 @@ class EtagSealer:
 
 
 def describe(version: str, source: str, canonical: str, fmt: str) -> str:
-    """The public description an ETag is bound to: what the URL says, and the model's version."""
+    """The public description an ETag is bound to: what the URL says, and the detection's `version`
+    (the models and the input they see)."""
     return "\n".join((PIPELINE_VERSION, version, source, canonical, fmt))
 
 

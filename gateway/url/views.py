@@ -103,7 +103,9 @@ def serve(tail: str, query: str) -> ResponseReturnValue:
     slow = options.slow_quality is not None and slow_connection(request.headers)
     quality = options.slow_quality if slow and options.slow_quality else options.quality
     models = ",".join(settings.model_name(name) for name in settings.detectors)
-    public = describe(models, f"{raw_source}?{query}", options.canonical, f"{fmt}@{quality}")
+    # what decides the faces found: the models, and the input they see (its size and padding)
+    detection = f"{models}@{settings.target_size}/{settings.pad_multiple}"
+    public = describe(detection, f"{raw_source}?{query}", options.canonical, f"{fmt}@{quality}")
     vary = (["Accept"] if options.format == "auto" else []) + (list(CLIENT_HINTS) if options.slow_quality else [])
     headers = {"Vary": ", ".join(vary)} if vary else {}
     if options.slow_quality:

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gateway.config import Settings
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 BIN = Path(sys.executable).parent
 COMPOSE = ROOT / "docker-compose.yml"
@@ -184,9 +186,13 @@ def test_cpu_variant_matches_the_compose_specification(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_cpu_variant_replaces_only_triton_s_image_and_gpu_settings():
+def test_cpu_variant_replaces_only_triton_s_image_and_gpu_settings_and_the_padding():
     cpu = compose_cpu()
-    assert set(cpu) == {"services"} and set(cpu["services"]) == {"triton"}
+    assert set(cpu) == {"services"} and set(cpu["services"]) == {"triton", "gateway"}
+    # The gateway pads as little as on `make serve` (the models on CPU), not to the GPU's shapes.
+    padding = f"${{FACECROP_PAD_MULTIPLE:-{Settings().pad_multiple}}}"
+    assert cpu["services"]["gateway"] == {"environment": {"FACECROP_PAD_MULTIPLE": padding}}
+    assert compose()["services"]["gateway"]["environment"]["FACECROP_PAD_MULTIPLE"] != padding
     triton = cpu["services"]["triton"]
     # The command (production flags), volumes, health check, restart policy stay production's.
     assert set(triton) == {"image", "build", "deploy", "ports", "ulimits"}
@@ -389,8 +395,6 @@ def test_compose_and_kubernetes_run_triton_with_the_same_flags():
     age = {
         f.split("=")[0]: int(f.split("=")[1]) for f in flags["kubernetes"] if f.startswith("--grpc-max-connection-age")
     }
-    from gateway.config import Settings
-
     assert age["--grpc-max-connection-age-grace"] > Settings().infer_timeout_s * 1000
 
 

@@ -1,13 +1,16 @@
 """Each production config.pbtxt and its local rendering parse with Triton's ModelConfig and fit the ONNX file."""
 
+import re
 from pathlib import Path
 
 import onnxruntime
 import pytest
+import yaml
 from tritonclient.grpc import model_config_pb2
 
 from gateway.detection.detectors import every_wire_format
 from gateway.detection.preprocess import canonical_shape
+from local_triton import PROJECT_ROOT
 from local_triton.processes import PRODUCTION_REPOSITORY
 from local_triton.render import cuda_variant_text, load_config, local_config, render_repository
 
@@ -48,11 +51,27 @@ def test_production_config(model):
     assert_matches_onnx(config)
 
 
+def gpu_pad_multiple() -> int:
+    """FACECROP_PAD_MULTIPLE as the GPU deployments set it: docker-compose.yml's default, which the
+    Kubernetes gateway must repeat."""
+    compose = yaml.safe_load((PROJECT_ROOT / "docker-compose.yml").read_text())
+    value = re.fullmatch(
+        r"\$\{FACECROP_PAD_MULTIPLE:-(\d+)\}", compose["services"]["gateway"]["environment"]["FACECROP_PAD_MULTIPLE"]
+    )
+    assert value, "docker-compose.yml sets FACECROP_PAD_MULTIPLE with a default"
+    documents = yaml.safe_load_all((PROJECT_ROOT / "deploy" / "kubernetes" / "gateway.yaml").read_text())
+    gateway = next(d for d in documents if d["kind"] == "Deployment")
+    env = {e["name"]: e.get("value") for e in gateway["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["FACECROP_PAD_MULTIPLE"] == value[1]
+    return int(value[1])
+
+
 @pytest.mark.parametrize("model", MODELS)
 def test_warmup_covers_every_canonical_shape(model):
+    """The GPU deployments' shapes, each warmed up (engines built before traffic)."""
     config = config_of(model)
     channels_first = list(config.input[0].dims).index(3) == 0
-    canonical = {canonical_shape(h, 1024, 1024, 256) for h in range(1, 1025)}
+    canonical = {canonical_shape(h, 1024, 1024, gpu_pad_multiple()) for h in range(1, 1025)}
     canonical |= {(w, h) for h, w in canonical}
     layout = {(3, h, w) if channels_first else (h, w, 3) for h, w in canonical}
     warmups = [w.inputs["input"] for w in config.model_warmup]

@@ -1,7 +1,15 @@
 import numpy as np
 import pytest
 
-from gateway.detection.preprocess import batch_shape, canonical_shape, fill_input, scale_for, to_model_input
+from gateway.config import Settings
+from gateway.detection.preprocess import (
+    batch_shape,
+    canonical_shape,
+    fill_input,
+    plan_input,
+    scale_for,
+    to_model_input,
+)
 from gateway.detection.retinaface import BGR_MEAN, WIRE_FORMATS
 from gateway.imaging.orientation import apply_orientation
 
@@ -17,6 +25,15 @@ def test_scale_enlarges_small_images_and_shrinks_large_ones():
 )
 def test_canonical_shapes_pad_the_short_side(size, expected):
     assert canonical_shape(*size, target_size=1024, pad_multiple=256) == expected
+
+
+@pytest.mark.parametrize(
+    "frame,expected", [((720, 1280), (576, 1024)), ((1080, 1920), (576, 1024)), ((683, 1024), (704, 1024))]
+)
+def test_the_default_padding_spends_almost_no_model_time_on_padding(frame, expected):
+    """Models on CPU (the default): a 16:9 frame goes as 1024x576, not padded to 768 (a quarter of
+    the model's time)."""
+    assert plan_input(*frame, 1024, Settings().pad_multiple).size == expected
 
 
 PIXELS = np.full((300, 200, 3), (10, 20, 30), dtype=np.uint8)

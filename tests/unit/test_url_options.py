@@ -257,13 +257,18 @@ def test_onerror_redirect_never_sends_the_browser_to_a_source_that_is_not_allowe
 
 
 def test_the_etag_changes_with_the_models_served(originals):
-    """An ETag is bound to the served models' names: a model swapped under another name is another
-    answer; the same models give the same tag."""
+    """An ETag is bound to the served models' names and the input they see: a model swapped under
+    another name, or another input size or padding (faces found may move), is another answer; the
+    same models and input give the same tag."""
     path = "width=64,height=64,fit=cover,gravity=face/photo.png"
     tag = url_get(url_client(originals, etag_secret=b"e" * 16), path).headers["ETag"]
     assert url_get(url_client(originals, etag_secret=b"e" * 16), path).headers["ETag"] == tag
     renamed = url_client(originals, etag_secret=b"e" * 16, model_names={"yunet_n_uint8": "my_yunet"})
     assert url_get(renamed, path).headers["ETag"] != tag
+    padded = url_client(originals, etag_secret=b"e" * 16, pad_multiple=256)
+    assert url_get(padded, path).headers["ETag"] != tag
+    smaller = url_client(originals, etag_secret=b"e" * 16, target_size=640)
+    assert url_get(smaller, path).headers["ETag"] != tag
 
 
 @pytest.mark.parametrize(
