@@ -13,7 +13,6 @@ from playwright.sync_api import Browser, sync_playwright
 
 from gateway.app import create_app
 from gateway.config import Settings
-from gateway.detection import retinaface, yunet
 from gateway.url.options import parse_url_options
 from local_triton.processes import running_stack
 from tests.support import CHROMIUM, CHROMIUM_ARGS, REPORT_LINES, NoFacesModel
@@ -34,11 +33,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(autouse=True)
 def empty_caches() -> None:
-    """Each test starts with the gateway's memoised functions empty (the URL form's parse cache,
-    the models' anchor grids), so it runs the code it tests, not an answer an earlier test left:
-    `make mutate` mutates those functions, and a cached answer would let a mutant survive unseen."""
-    for cached in (parse_url_options, retinaface.priors, yunet.grid):
-        cached.cache_clear()
+    """Each test starts with the gateway's memoised functions empty (the URL form's parse cache), so
+    it runs the code it tests, not an answer an earlier test left: `make mutate` mutates those
+    functions, and a cached answer would let a mutant survive unseen."""
+    parse_url_options.cache_clear()
 
 
 @pytest.fixture(scope="session")

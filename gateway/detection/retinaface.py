@@ -7,7 +7,6 @@ them with the reference implementation's variances (biubug6's priors and decode)
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 
 import numpy as np
 
@@ -26,21 +25,21 @@ def anchor_count(height: int, width: int) -> int:
     return sum(len(sizes) * math.ceil(height / s) * math.ceil(width / s) for s, sizes in zip(ANCHOR_STEPS, MIN_SIZES))
 
 
-@lru_cache(maxsize=16)
-def priors(height: int, width: int) -> np.ndarray:
-    """RetinaFace anchors [A, 4] as (cx, cy, w, h), relative to the input; cached per shape."""
-    levels = []
-    for step, sizes in zip(ANCHOR_STEPS, MIN_SIZES):
-        rows, cols = math.ceil(height / step), math.ceil(width / step)
-        cy, cx = np.meshgrid(
-            (np.arange(rows) + 0.5) * step / height, (np.arange(cols) + 0.5) * step / width, indexing="ij"
-        )
-        centres = np.stack([cx.ravel(), cy.ravel()], axis=1).repeat(len(sizes), axis=0)
-        extents = np.tile(np.array([[s / width, s / height] for s in sizes]), (rows * cols, 1))
-        levels.append(np.hstack([centres, extents]))
-    anchors = np.concatenate(levels).astype(np.float32)
-    anchors.flags.writeable = False
-    return anchors
+def priors(height: int, width: int, index: np.ndarray | None = None) -> np.ndarray:
+    """RetinaFace anchors [K, 4] as (cx, cy, w, h), relative to an (H, W) input: those at `index`
+    (positions in the model's output order), every one where None. Only the anchors asked for are
+    computed: no table per input shape to build or keep."""
+    grids = [(math.ceil(height / step), math.ceil(width / step)) for step in ANCHOR_STEPS]
+    counts = np.array([len(sizes) * rows * cols for sizes, (rows, cols) in zip(MIN_SIZES, grids)])
+    ends = np.cumsum(counts)
+    if index is None:
+        index = np.arange(ends[-1])
+    level = np.searchsorted(ends, index, side="right")
+    cell, which = np.divmod(index - (ends - counts)[level], len(MIN_SIZES[0]))
+    row, col = np.divmod(cell, np.array([cols for _, cols in grids])[level])
+    step, size = np.array(ANCHOR_STEPS)[level], np.array(MIN_SIZES)[level, which]
+    centres = [(col + 0.5) * step / width, (row + 0.5) * step / height]
+    return np.stack([*centres, size / width, size / height], axis=1).astype(np.float32)
 
 
 def decode_boxes(loc: np.ndarray, anchors: np.ndarray) -> np.ndarray:
@@ -58,10 +57,10 @@ def decode_landmarks(offsets: np.ndarray, anchors: np.ndarray) -> np.ndarray:
 
 def candidates(outputs: ModelOutputs, input_shape: tuple[int, int], min_score: float) -> Detections:
     """The best PRE_NMS_TOP_K anchors scoring at least `min_score`, decoded to model-input pixels."""
-    scores, every = outputs.scores, priors(*input_shape)
-    chosen = np.flatnonzero((scores >= min_score) & (outputs.anchor_index < len(every)))  # not the graph's padding
+    scores = outputs.scores
+    chosen = np.flatnonzero((scores >= min_score) & (outputs.anchor_index < anchor_count(*input_shape)))  # not padding
     chosen = chosen[np.argsort(-scores[chosen], kind="stable")[:PRE_NMS_TOP_K]]
-    anchors = every[outputs.anchor_index[chosen]]
+    anchors = priors(*input_shape, outputs.anchor_index[chosen])
     size = np.array([input_shape[1], input_shape[0]], dtype=np.float32)
     boxes = decode_boxes(outputs.loc[chosen], anchors) * np.tile(size, 2)
     landmarks = decode_landmarks(outputs.landmarks[chosen], anchors) * size

@@ -8,8 +8,6 @@ as BGR 0-255, without a mean; each side a multiple of 32.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 
 from gateway.detection.detections import Detections
@@ -37,16 +35,18 @@ def cell_counts(height: int, width: int) -> tuple[int, ...]:
     return tuple((height // s) * (width // s) for s in STRIDES)
 
 
-@lru_cache(maxsize=16)
-def grid(height: int, width: int) -> np.ndarray:
-    """Every cell's (column, row, stride) [C, 3], in the model's output order; cached per shape."""
-    levels = []
-    for stride in STRIDES:
-        rows, cols = np.meshgrid(np.arange(height // stride), np.arange(width // stride), indexing="ij")
-        levels.append(np.stack([cols.ravel(), rows.ravel(), np.full(rows.size, stride)], axis=1))
-    cells = np.concatenate(levels).astype(np.float32)
-    cells.flags.writeable = False
-    return cells
+def grid(height: int, width: int, index: np.ndarray | None = None) -> np.ndarray:
+    """Cells' (column, row, stride) [K, 3] of an (H, W) input: those at `index` (positions in the
+    model's output order), every one where None. Only the cells asked for are computed: no table
+    per input shape to build or keep."""
+    counts = np.array(cell_counts(height, width))
+    ends = np.cumsum(counts)
+    if index is None:
+        index = np.arange(ends[-1])
+    level = np.searchsorted(ends, index, side="right")
+    stride = np.array(STRIDES)[level]
+    row, col = np.divmod(index - (ends - counts)[level], width // stride)
+    return np.stack([col, row, stride], axis=1).astype(np.float32)
 
 
 def calibrated(raw: np.ndarray) -> np.ndarray:
@@ -57,10 +57,12 @@ def calibrated(raw: np.ndarray) -> np.ndarray:
 def candidates(outputs: ModelOutputs, input_shape: tuple[int, int], min_score: float) -> Detections:
     """The best TOP_K cells scoring at least `min_score` (on RetinaFace's scale), best first,
     decoded to model-input pixels."""
-    scores, every = calibrated(outputs.scores), grid(*input_shape)
-    chosen = np.flatnonzero((scores >= min_score) & (outputs.anchor_index < len(every)))  # not the graph's padding
+    scores = calibrated(outputs.scores)
+    chosen = np.flatnonzero(
+        (scores >= min_score) & (outputs.anchor_index < sum(cell_counts(*input_shape)))
+    )  # not padding
     chosen = chosen[np.argsort(-scores[chosen], kind="stable")[:TOP_K]]  # the uint8 graph's cut, for float32 too
-    cells = every[outputs.anchor_index[chosen]]
+    cells = grid(*input_shape, outputs.anchor_index[chosen])
     corner, stride = cells[:, :2], cells[:, 2:]
     loc = outputs.loc[chosen]
     centres = (loc[:, :2] + corner) * stride

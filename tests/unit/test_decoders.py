@@ -45,6 +45,17 @@ def test_yunet_cells_decode_to_the_documented_boxes_and_landmarks():
     np.testing.assert_allclose(found.landmarks[1], [[24, 24]] * 5, atol=1e-4)
 
 
+def test_yunet_cells_at_each_grid_s_first_and_last_position():
+    """(column, row, stride) of a cell by its position in the outputs: the first and last cell of
+    each stride's grid, one by one and as the whole table's rows."""
+    index = np.array([0, 95, 96, 119, 120, 125])
+    expected = [(0, 0, 8), (11, 7, 8), (0, 0, 16), (5, 3, 16), (0, 0, 32), (2, 1, 32)]
+    np.testing.assert_array_equal(yunet.grid(*SHAPE, index), expected)
+    every = yunet.grid(*SHAPE)
+    assert every.shape == (126, 3)
+    np.testing.assert_array_equal(every[index], expected)
+
+
 def test_yunet_keeps_what_reaches_the_threshold_best_first_on_retinafaces_scale():
     raw = [0.3, 0.95, 0.6]
     scores = yunet.calibrated(np.array(raw, np.float32))

@@ -31,9 +31,13 @@ def test_priors_count_and_first_anchor():
     np.testing.assert_allclose(anchors[1], [4 / 1024, 4 / 1024, 32 / 1024, 32 / 1024])
 
 
-def test_priors_are_cached_and_read_only():
-    assert priors(512, 1024) is priors(512, 1024)
-    assert not priors(512, 1024).flags.writeable
+@pytest.mark.parametrize("height,width", [(1024, 1024), (576, 1024), (100, 60)])
+def test_the_priors_at_some_positions_are_those_positions_of_every_prior(height, width):
+    """The decoder asks only for the chosen anchors' priors: each the same as in the whole table."""
+    every = priors(height, width)
+    index = np.random.default_rng(0).integers(0, len(every), 500)
+    index[:3] = [0, len(every) - 1, len(every) - 2]
+    np.testing.assert_array_equal(priors(height, width, index), every[index])
 
 
 def test_zero_offsets_decode_to_the_anchor_itself():
