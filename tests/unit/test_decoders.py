@@ -51,6 +51,7 @@ def test_yunet_cells_at_each_grid_s_first_and_last_position():
     index = np.array([0, 95, 96, 119, 120, 125])
     expected = [(0, 0, 8), (11, 7, 8), (0, 0, 16), (5, 3, 16), (0, 0, 32), (2, 1, 32)]
     np.testing.assert_array_equal(yunet.grid(*SHAPE, index), expected)
+    assert yunet.grid(*SHAPE, index).dtype == np.float32  # as the model's regressions
     every = yunet.grid(*SHAPE)
     assert every.shape == (126, 3)
     np.testing.assert_array_equal(every[index], expected)

@@ -84,6 +84,21 @@ def test_iou_of_rectangles_and_of_boxes_apart():
     np.testing.assert_allclose(iou_matrix(b, a), [[50 / 350], [0.0]])
 
 
+def test_boxes_side_by_side_or_one_above_the_other_do_not_overlap():
+    """Boxes that share rows but not columns (or columns but not rows) overlap nowhere: IoU 0, not
+    the strip one side's overlap would make if the other's were counted as a pixel."""
+    a = np.array([[0.0, 0.0, 10.0, 10.0]])
+    b = np.array([[12.0, 0.0, 22.0, 10.0], [0.0, 12.0, 10.0, 22.0], [10.0, 0.0, 20.0, 10.0]])  # beside, below, touching
+    np.testing.assert_array_equal(iou_matrix(a, b), [[0.0, 0.0, 0.0]])
+
+
+def test_iou_does_not_depend_on_the_boxes_scale():
+    """The same two boxes, 1000 times smaller (under a square pixel each), the same IoU."""
+    a = np.array([[0.0, 0.0, 10.0, 20.0]])
+    b = np.array([[5.0, 0.0, 25.0, 10.0]])
+    np.testing.assert_allclose(iou_matrix(a / 1000, b / 1000), iou_matrix(a, b), rtol=1e-5)
+
+
 def test_a_pair_matches_at_its_own_overlap_not_the_best_in_the_picture():
     """Two faces each other's best overlap at IoU 0.1 are not one face, however well another pair
     overlaps; at exactly the threshold they are."""

@@ -38,6 +38,7 @@ def test_the_priors_at_some_positions_are_those_positions_of_every_prior(height,
     index = np.random.default_rng(0).integers(0, len(every), 500)
     index[:3] = [0, len(every) - 1, len(every) - 2]
     np.testing.assert_array_equal(priors(height, width, index), every[index])
+    assert priors(height, width, index).dtype == every.dtype == np.float32  # as the model's regressions
 
 
 def test_zero_offsets_decode_to_the_anchor_itself():
