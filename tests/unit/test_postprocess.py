@@ -47,6 +47,14 @@ def test_zero_offsets_decode_to_the_anchor_itself():
     np.testing.assert_allclose(decode_landmarks(np.zeros((1, 10)), anchors), [[[0.5, 0.25]] * 5], rtol=1e-6)
 
 
+def test_offsets_move_by_the_anchor_s_own_width_across_and_height_down():
+    """A wide anchor (0.2 across, 0.1 down, as on a non-square input): a unit offset moves the
+    centre and the landmarks by 0.1 of the width across and 0.1 of the height down."""
+    anchors = np.array([[0.5, 0.5, 0.2, 0.1]], dtype=np.float32)
+    np.testing.assert_allclose(decode_boxes(np.array([[1.0, 1.0, 0.0, 0.0]]), anchors), [[0.42, 0.46, 0.62, 0.56]])
+    np.testing.assert_allclose(decode_landmarks(np.ones((1, 10)), anchors), [[[0.52, 0.51]] * 5], rtol=1e-6)
+
+
 def test_offsets_use_the_variances():
     anchors = np.array([[0.5, 0.5, 0.2, 0.2]], dtype=np.float32)
     loc = np.array([[1.0, -1.0, np.log(2) / 0.2, 0.0]])
