@@ -57,8 +57,8 @@ def decode_landmarks(offsets: np.ndarray, anchors: np.ndarray) -> np.ndarray:
 
 def candidates(outputs: ModelOutputs, input_shape: tuple[int, int], min_score: float) -> Detections:
     """The best PRE_NMS_TOP_K anchors scoring at least `min_score`, decoded to model-input pixels."""
-    scores = outputs.scores
-    chosen = np.flatnonzero((scores >= min_score) & (outputs.anchor_index < anchor_count(*input_shape)))  # not padding
+    scores, anchors_here = outputs.scores, anchor_count(*input_shape)
+    chosen = np.flatnonzero((scores >= min_score) & (outputs.anchor_index < anchors_here))  # not the graph's padding
     chosen = chosen[np.argsort(-scores[chosen], kind="stable")[:PRE_NMS_TOP_K]]
     anchors = priors(*input_shape, outputs.anchor_index[chosen])
     size = np.array([input_shape[1], input_shape[0]], dtype=np.float32)

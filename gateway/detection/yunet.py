@@ -57,10 +57,8 @@ def calibrated(raw: np.ndarray) -> np.ndarray:
 def candidates(outputs: ModelOutputs, input_shape: tuple[int, int], min_score: float) -> Detections:
     """The best TOP_K cells scoring at least `min_score` (on RetinaFace's scale), best first,
     decoded to model-input pixels."""
-    scores = calibrated(outputs.scores)
-    chosen = np.flatnonzero(
-        (scores >= min_score) & (outputs.anchor_index < sum(cell_counts(*input_shape)))
-    )  # not padding
+    scores, cells_here = calibrated(outputs.scores), sum(cell_counts(*input_shape))
+    chosen = np.flatnonzero((scores >= min_score) & (outputs.anchor_index < cells_here))  # not the graph's padding
     chosen = chosen[np.argsort(-scores[chosen], kind="stable")[:TOP_K]]  # the uint8 graph's cut, for float32 too
     cells = grid(*input_shape, outputs.anchor_index[chosen])
     corner, stride = cells[:, :2], cells[:, 2:]
