@@ -10,7 +10,7 @@ import json
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from fractions import Fraction
 from pathlib import Path
 
@@ -295,7 +295,17 @@ def test_a_job_told_to_stop_stops_before_its_next_frame_and_leaves_nothing(clip,
     assert len(service.sent) < FRAMES and not target.exists() and not partials_of(target)
 
 
+@pytest.fixture
+def ctrl_c_raises() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt in this process, as in a terminal, even where the test run
+    ignores SIGINT (a shell's background job does, and what it starts inherits that)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.parametrize("receiver", ["main thread", "a request's thread"])
+@pytest.mark.usefixtures("ctrl_c_raises")
 def test_ctrl_c_lands_in_the_main_thread_s_wait_and_the_job_stops_there(clip, tmp_path, capsys, monkeypatch, receiver):
     """The job runs beside the main thread, which only waits: a SIGINT during the job raises
     KeyboardInterrupt there (never inside PyAV or OpenCV), whichever thread the kernel handed it to;
