@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,6 +52,17 @@ class Detections:
     @staticmethod
     def empty() -> Detections:
         return Detections(np.zeros(0, np.float32), np.zeros((0, 4), np.float32), np.zeros((0, 5, 2), np.float32))
+
+
+def by_level(counts: Sequence[int], index: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Positions in a model's outputs laid out level after level (`counts` each; every position
+    where `index` is None): each one's level and its position within that level (the decoders'
+    priors of the chosen anchors or cells)."""
+    ends = np.cumsum(counts)
+    if index is None:
+        index = np.arange(ends[-1])
+    level = np.searchsorted(ends, index, side="right")
+    return level, index - (ends - np.asarray(counts))[level]
 
 
 def face_objects(detections: Detections, with_landmarks: bool) -> list[dict]:

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from gateway.detection.detections import Detections
+from gateway.detection.detections import Detections, by_level
 from gateway.triton.wire import TOP_K, Answer, ModelOutputs, OutputLayout, WireFormat, best_candidates_format
 
 BGR_MEAN = (104, 117, 123)
@@ -30,12 +30,8 @@ def priors(height: int, width: int, index: np.ndarray | None = None) -> np.ndarr
     (positions in the model's output order), every one where None. Only the anchors asked for are
     computed: no table per input shape to build or keep."""
     grids = [(math.ceil(height / step), math.ceil(width / step)) for step in ANCHOR_STEPS]
-    counts = np.array([len(sizes) * rows * cols for sizes, (rows, cols) in zip(MIN_SIZES, grids)])
-    ends = np.cumsum(counts)
-    if index is None:
-        index = np.arange(ends[-1])
-    level = np.searchsorted(ends, index, side="right")
-    cell, which = np.divmod(index - (ends - counts)[level], len(MIN_SIZES[0]))
+    level, within = by_level([len(sizes) * rows * cols for sizes, (rows, cols) in zip(MIN_SIZES, grids)], index)
+    cell, which = np.divmod(within, len(MIN_SIZES[0]))
     row, col = np.divmod(cell, np.array([cols for _, cols in grids])[level])
     step, size = np.array(ANCHOR_STEPS)[level], np.array(MIN_SIZES)[level, which]
     centres = [(col + 0.5) * step / width, (row + 0.5) * step / height]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gateway.detection.detections import Detections
+from gateway.detection.detections import Detections, by_level
 from gateway.triton.wire import TOP_K, Answer, ModelOutputs, OutputLayout, WireFormat, best_candidates_format
 
 STRIDES = (8, 16, 32)
@@ -39,13 +39,9 @@ def grid(height: int, width: int, index: np.ndarray | None = None) -> np.ndarray
     """Cells' (column, row, stride) [K, 3] of an (H, W) input: those at `index` (positions in the
     model's output order), every one where None. Only the cells asked for are computed: no table
     per input shape to build or keep."""
-    counts = np.array(cell_counts(height, width))
-    ends = np.cumsum(counts)
-    if index is None:
-        index = np.arange(ends[-1])
-    level = np.searchsorted(ends, index, side="right")
+    level, within = by_level(cell_counts(height, width), index)
     stride = np.array(STRIDES)[level]
-    row, col = np.divmod(index - (ends - counts)[level], width // stride)
+    row, col = np.divmod(within, width // stride)
     return np.stack([col, row, stride], axis=1).astype(np.float32)
 
 
