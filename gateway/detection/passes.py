@@ -266,9 +266,11 @@ def _tiled_pass(
     relative = scale / image.scale[0]
     with timer.stage("resize"):
         scaled = apply_orientation(rescale(image.stored, relative), image.orientation)
-    tiling = plan_tiles((scaled.shape[0], scaled.shape[1]), settings.target_size, TILE_MIN_OVERLAP, relative)
-    size = (settings.target_size,) * 2
-    with submitted(detectors, models, len(tiling.origins), size, tiles_of(scaled, tiling, timer), timer) as wait:
+    scaled_size = (scaled.shape[0], scaled.shape[1])
+    tiling = plan_tiles(scaled_size, settings.target_size, TILE_MIN_OVERLAP, settings.pad_multiple, relative)
+    with submitted(
+        detectors, models, len(tiling.origins), tiling.tile_shape, tiles_of(scaled, tiling, timer), timer
+    ) as wait:
         del scaled  # the tiles are filled: not kept while waiting
         outputs = wait()
     with timer.stage("postprocess"):

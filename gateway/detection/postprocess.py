@@ -36,31 +36,31 @@ def nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float) -> np.ndarr
 
 
 def tile_candidates(
-    found: Detections, origin: tuple[int, int], tile_size: int, scaled_size: tuple[int, int], scale: float
+    found: Detections, origin: tuple[int, int], tile_shape: tuple[int, int], scaled_size: tuple[int, int], scale: float
 ) -> Detections:
     """A tile's candidates (tile pixels) that the tiled pass answers for, in the pixels of the
     image the tiles were cut from: those no longer than TILED_MAX_FACE that no inner tile edge cuts."""
     x, y = origin
-    height, width = scaled_size
+    (rows, cols), (height, width) = tile_shape, scaled_size
     boxes = found.boxes
     keep = np.maximum(boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]) <= TILED_MAX_FACE
-    low, high = TILE_EDGE_MARGIN, tile_size - TILE_EDGE_MARGIN
     if x > 0:
-        keep &= boxes[:, 0] >= low
+        keep &= boxes[:, 0] >= TILE_EDGE_MARGIN
     if y > 0:
-        keep &= boxes[:, 1] >= low
-    if x + tile_size < width:
-        keep &= boxes[:, 2] <= high
-    if y + tile_size < height:
-        keep &= boxes[:, 3] <= high
+        keep &= boxes[:, 1] >= TILE_EDGE_MARGIN
+    if x + cols < width:
+        keep &= boxes[:, 2] <= cols - TILE_EDGE_MARGIN
+    if y + rows < height:
+        keep &= boxes[:, 3] <= rows - TILE_EDGE_MARGIN
     return found[keep].scaled(origin, scale)
 
 
 def tiled_candidates(decode: Decoder, outputs: list[ModelOutputs], tiles: Tiling, min_score: float) -> list[Detections]:
     """Each tile's candidates that the tiled pass answers for, in the pixels the tiles were cut from."""
-    size = (tiles.tile_size, tiles.tile_size)
     return [
-        tile_candidates(decode(output, size, min_score), origin, tiles.tile_size, tiles.scaled_size, tiles.scale)
+        tile_candidates(
+            decode(output, tiles.tile_shape, min_score), origin, tiles.tile_shape, tiles.scaled_size, tiles.scale
+        )
         for output, origin in zip(outputs, tiles.origins)
     ]
 

@@ -136,10 +136,10 @@ def to_model_input(
 
 @dataclass(frozen=True)
 class Tiling:
-    """The image enlarged for `detail=high`, cut into overlapping square tiles sent as one batch."""
+    """The image enlarged for `detail=high`, cut into overlapping tiles of one shape, sent as one batch."""
 
     origins: tuple[tuple[int, int], ...]  # each tile's top-left (x, y) in the scaled image
-    tile_size: int  # T
+    tile_shape: tuple[int, int]  # (H, W), each at most the target size
     scaled_size: tuple[int, int]  # (H, W) of the scaled image the tiles cover
     scale: float  # scaled-image pixels per pixel of the image it was cut from
 
@@ -162,17 +162,28 @@ def tile_starts(length: int, tile: int, min_overlap: int) -> list[int]:
     return [round(i * (length - tile) / (count - 1)) for i in range(count)]
 
 
-def plan_tiles(scaled_size: tuple[int, int], tile_size: int, min_overlap: int, scale: float) -> Tiling:
-    """The `tile_size` squares covering an image scaled by `scale` to `scaled_size` (H, W)."""
+def fitted_tile(length: int, max_tile: int, min_overlap: int, multiple: int) -> int:
+    """The shortest tile side, a multiple of `multiple` (at most `max_tile`), that covers `length`
+    in as few tiles, overlapping by `min_overlap`, as `max_tile`-long ones would: no model time
+    spent on overlap the tiled pass does not need, or on padding past the picture."""
+    count = len(tile_starts(length, max_tile, min_overlap))
+    side = math.ceil((length + (count - 1) * min_overlap) / count)
+    return min(math.ceil(side / multiple) * multiple, max_tile)
+
+
+def plan_tiles(scaled_size: tuple[int, int], max_tile: int, min_overlap: int, multiple: int, scale: float) -> Tiling:
+    """The tiles covering an image scaled by `scale` to `scaled_size` (H, W): the fewest no longer
+    than `max_tile` a side, each side fitted (`fitted_tile`, padded to a multiple of `multiple`)."""
     height, width = scaled_size
+    rows, cols = (fitted_tile(side, max_tile, min_overlap, multiple) for side in scaled_size)
     origins = tuple(
-        (x, y) for y in tile_starts(height, tile_size, min_overlap) for x in tile_starts(width, tile_size, min_overlap)
+        (x, y) for y in tile_starts(height, rows, min_overlap) for x in tile_starts(width, cols, min_overlap)
     )
-    return Tiling(origins=origins, tile_size=tile_size, scaled_size=scaled_size, scale=scale)
+    return Tiling(origins=origins, tile_shape=(rows, cols), scaled_size=scaled_size, scale=scale)
 
 
 def fill_tiles(tensor: np.ndarray, scaled: np.ndarray, tiling: Tiling, wire: WireFormat) -> None:
     """Copy each tile of the scaled image into its slot of `tensor` (padded where the image is smaller)."""
-    size = tiling.tile_size
+    rows, cols = tiling.tile_shape
     for slot, (x, y) in zip(tensor, tiling.origins):
-        fill_input(slot, scaled[y : y + size, x : x + size], 1.0, wire)
+        fill_input(slot, scaled[y : y + rows, x : x + cols], 1.0, wire)

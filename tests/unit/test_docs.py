@@ -92,7 +92,7 @@ def stated_facts() -> list[tuple[str, str, object]]:
         ("detectors.md", "suppressed on their own (NMS {})", NMS_IOU_THRESHOLD),
         ("architecture.md", "`FACECROP_TARGET_SIZE` ({}; 640 at", settings.target_size),
         ("architecture.md", "1024; {} at\n`detail=fast`", FAST_SIZE),
-        ("architecture.md", "overlap by at least {} pixels", TILE_MIN_OVERLAP),
+        ("architecture.md", "overlap by at least {}\npixels", TILE_MIN_OVERLAP),
         ("architecture.md", "(scoring {} % or more)", round(AUTO_MIN_SCORE * 100)),
         ("architecture.md", "is under {} pixels", AUTO_SMALL_FACE),
         ("api/detect.md", "runs the standard pass at {} pixels", FAST_SIZE),

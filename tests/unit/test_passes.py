@@ -57,7 +57,8 @@ def test_the_tiled_pass_finds_the_small_squares_where_they_are(finder, orientati
     data = stored_with_orientation(orientation, picture(LARGE + SMALL))
     result = run_detection(data, detectors, Settings(), DetectOptions(min_confidence=50, detail="high"))
     assert result.tiles > 1 and result.passes == "standard, tiled"
-    assert model.shapes[-1][0] == result.tiles and model.shapes[-1][1:3] == (1024, 1024)  # one batch of tiles
+    # one batch of tiles, fitted: the 2048x1536 picture at 1.28x as 3x2 tiles of 768 wide, 832 high
+    assert model.shapes[-1] == (6, 832, 768, 3) and result.tiles == 6
     np.testing.assert_allclose(found(result.detections), boxes_of(LARGE + SMALL), atol=3)
 
 

@@ -156,12 +156,14 @@ def test_a_tile_answers_for_faces_no_inner_edge_comes_near_and_no_larger_than_it
         (300, 400, 301 + biggest, 420),  # one wider: the standard pass's
         (500, 300, 520, 301 + biggest),  # one taller
     )
-    middle = tile_candidates(faces, (1000, 800), size, (3000, 3000), 2.0)
+    middle = tile_candidates(faces, (1000, 800), (size, size), (3000, 3000), 2.0)
     np.testing.assert_allclose(middle.boxes, [[(1000 + m) / 2, (800 + m) / 2, (1000 + m + 50) / 2, (800 + m + 50) / 2],
                                               [650, 550, (1300 + biggest) / 2, 560]])  # fmt: skip
-    corner = tile_candidates(faces, (0, 0), size, (size + 500, size + 500), 1.0)  # left and top: the picture's edges
+    corner = tile_candidates(
+        faces, (0, 0), (size, size), (size + 500, size + 500), 1.0
+    )  # left and top: the picture's edges
     assert len(corner) == 4 and corner.boxes[1].tolist() == [m - 1, 100, 60, 150]
-    alone = tile_candidates(faces, (0, 0), size, (size, size), 1.0)  # a tile that is the whole picture
+    alone = tile_candidates(faces, (0, 0), (size, size), (size, size), 1.0)  # a tile that is the whole picture
     assert len(alone) == 6
 
 
@@ -207,7 +209,22 @@ def test_a_face_touching_the_far_margins_of_a_tile_is_kept():
     them is the tile's, as one starting exactly that far from the left and top is."""
     m, size = TILE_EDGE_MARGIN, 1024
     faces = tile_faces((900, 100, size - m, 150), (100, 900, 150, size - m))
-    assert len(tile_candidates(faces, (1000, 1000), size, (4000, 4000), 1.0)) == 2
+    assert len(tile_candidates(faces, (1000, 1000), (size, size), (4000, 4000), 1.0)) == 2
+
+
+def test_an_oblong_tile_s_inner_edges_are_its_own_width_across_and_height_down():
+    """A middle tile 640 high and 768 wide: a face ending TILE_EDGE_MARGIN from its right edge
+    (768) or its bottom edge (640) is the tile's, one pixel further is the neighbour's."""
+    m, rows, cols = TILE_EDGE_MARGIN, 640, 768
+    faces = tile_faces(
+        (cols - m - 50, 100, cols - m, 150),  # at the right margin: kept
+        (cols - m - 49, 200, cols - m + 1, 250),  # one pixel into it
+        (100, rows - m - 50, 150, rows - m),  # at the bottom margin: kept
+        (200, rows - m - 49, 250, rows - m + 1),  # one pixel into it
+        (cols - m - 100, 300, cols - m - 50, 350),  # beyond the bottom's line across, inside the width: kept
+    )
+    kept = tile_candidates(faces, (700, 600), (rows, cols), (3000, 3000), 1.0)
+    assert kept.boxes[:, 0].tolist() == [700 + cols - m - 50, 700 + 100, 700 + cols - m - 100]
 
 
 def faces_at(*boxes: tuple[float, float, float, float], landmarks: list | None = None) -> Detections:
@@ -261,4 +278,6 @@ def test_a_tile_one_pixel_in_still_has_a_neighbour_before_it():
     and top edges are shared, so a face in their margin is the first tile's."""
     m, size = TILE_EDGE_MARGIN, 1024
     faces = tile_faces((m - 1, 100, 60, 150), (100, m - 1, 150, 60), (m, m, 60, 60))
-    assert tile_candidates(faces, (1, 1), size, (size + 1, size + 1), 1.0).boxes.tolist() == [[m + 1, m + 1, 61, 61]]
+    assert tile_candidates(faces, (1, 1), (size, size), (size + 1, size + 1), 1.0).boxes.tolist() == [
+        [m + 1, m + 1, 61, 61]
+    ]

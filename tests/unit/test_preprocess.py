@@ -141,6 +141,30 @@ def test_tiles_are_the_fewest_that_overlap_enough_and_cover_the_picture():
         assert fewer * 1024 - (fewer - 1) * 128 < length
 
 
+def test_tiles_are_fitted_to_the_picture_as_few_as_full_ones_overlapping_just_enough():
+    """No model time on overlap or padding the tiled pass does not need: a 720p frame at 1.6x
+    (2048x1152) goes as 3x2 tiles of 768x640, not 1024x1024; a side that fits one tile is one
+    tile padded to the multiple; every pixel is covered and neighbours overlap by the minimum."""
+    from gateway.detection.preprocess import fitted_tile, plan_tiles, tile_starts
+
+    tiling = plan_tiles((1152, 2048), 1024, 128, 32, 1.6)
+    assert tiling.tile_shape == (640, 768) and tiling.scale == 1.6 and tiling.scaled_size == (1152, 2048)
+    assert tiling.origins == tuple((x, y) for y in (0, 512) for x in (0, 640, 1280))
+    assert plan_tiles((1152, 2048), 1024, 128, 256, 1.0).tile_shape == (768, 768)  # the GPU's multiple
+    assert plan_tiles((900, 700), 1024, 128, 32, 1.0).tile_shape == (928, 704)  # one tile, padded
+    for length in (1, 500, 1024, 1025, 1500, 1920, 1921, 2000, 2817, 4000):
+        for multiple in (1, 32, 256):
+            side = fitted_tile(length, 1024, 128, multiple)
+            starts = tile_starts(length, side, 128)
+            assert side % multiple == 0 or side == 1024, (length, multiple)
+            assert len(starts) == len(tile_starts(length, 1024, 128))  # as few tiles as full ones
+            assert starts[0] == 0 and starts[-1] + side >= length  # every pixel covered
+            assert all(side - (b - a) >= 128 for a, b in zip(starts, starts[1:]))
+            if len(starts) > 1:  # a side shorter by the multiple would not cover with that overlap
+                shorter = side - multiple
+                assert len(starts) * shorter - (len(starts) - 1) * 128 < length, (length, multiple)
+
+
 def test_a_one_pixel_strip_plans_a_one_pixel_input_where_nothing_is_padded():
     from gateway.detection.preprocess import plan_input
 
