@@ -165,6 +165,26 @@ def test_tiles_are_fitted_to_the_picture_as_few_as_full_ones_overlapping_just_en
                 assert len(starts) * shorter - (len(starts) - 1) * 128 < length, (length, multiple)
 
 
+def test_each_tile_slot_holds_its_window_of_the_picture_and_pads_past_it():
+    """Every slot of the tiled batch is the scaled picture's window at its origin, pixel for pixel,
+    and where a tile reaches past the picture (one tile, padded to the multiple) the wire's colour."""
+    from gateway.detection.preprocess import batch_shape, fill_tiles, plan_tiles
+
+    scaled = np.random.default_rng(7).integers(0, 256, (1500, 2100, 3), dtype=np.uint8)
+    wire = WIRE_FORMATS["uint8"]
+    for size in ((1500, 2100), (1500, 900)):
+        picture = scaled[: size[0], : size[1]]
+        tiling = plan_tiles(size, 1024, 128, 32, 1.0)
+        rows, cols = tiling.tile_shape
+        tensor = np.zeros(batch_shape(len(tiling.origins), tiling.tile_shape, wire), np.uint8)
+        fill_tiles(tensor, picture, tiling, wire)
+        for slot, (x, y) in zip(tensor, tiling.origins):
+            window = picture[y : y + rows, x : x + cols]
+            np.testing.assert_array_equal(slot[: window.shape[0], : window.shape[1]], window)
+            assert (slot[:, window.shape[1] :] == BGR_MEAN).all() and (slot[window.shape[0] :] == BGR_MEAN).all()
+    assert tiling.tile_shape == (832, 928) and len(tiling.origins) == 2  # 900 wide: one tile, padded
+
+
 def test_a_one_pixel_strip_plans_a_one_pixel_input_where_nothing_is_padded():
     from gateway.detection.preprocess import plan_input
 
