@@ -62,6 +62,18 @@ def test_the_tiled_pass_finds_the_small_squares_where_they_are(finder, orientati
     np.testing.assert_allclose(found(result.detections), boxes_of(LARGE + SMALL), atol=3)
 
 
+def test_the_tiled_pass_of_a_reduced_decode_finds_the_small_squares_where_they_are(finder):
+    """A 5000x3750 phone photo at detail=high is decoded at half size (the tiled pass needs 0.41 of
+    each side): the tiles are cut at the tiled scale relative to those decoded pixels, and the
+    squares, 8 pixels at the standard pass (found by tiles only), come back in the original's."""
+    detectors, _ = finder
+    marks = [(500, 600, 400), (3000, 2500, 40), (1200, 3000, 44), (4500, 300, 40)]
+    data = stored_with_orientation(6, picture(marks, (5000, 3750)))
+    result = run_detection(data, detectors, Settings(), DetectOptions(min_confidence=50, detail="high"))
+    assert result.image.scale.tolist() == [0.5, 0.5] and result.tiles > 1
+    np.testing.assert_allclose(found(result.detections), boxes_of(marks), atol=3)
+
+
 def test_auto_tiles_only_where_the_standard_pass_saw_small_faces(finder):
     detectors, _ = finder
     options = DetectOptions(min_confidence=50, detail="auto")
