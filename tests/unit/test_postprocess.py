@@ -159,9 +159,8 @@ def test_a_tile_answers_for_faces_no_inner_edge_comes_near_and_no_larger_than_it
     middle = tile_candidates(faces, (1000, 800), (size, size), (3000, 3000), 2.0)
     np.testing.assert_allclose(middle.boxes, [[(1000 + m) / 2, (800 + m) / 2, (1000 + m + 50) / 2, (800 + m + 50) / 2],
                                               [650, 550, (1300 + biggest) / 2, 560]])  # fmt: skip
-    corner = tile_candidates(
-        faces, (0, 0), (size, size), (size + 500, size + 500), 1.0
-    )  # left and top: the picture's edges
+    # left and top: the picture's edges
+    corner = tile_candidates(faces, (0, 0), (size, size), (size + 500, size + 500), 1.0)
     assert len(corner) == 4 and corner.boxes[1].tolist() == [m - 1, 100, 60, 150]
     alone = tile_candidates(faces, (0, 0), (size, size), (size, size), 1.0)  # a tile that is the whole picture
     assert len(alone) == 6
