@@ -326,7 +326,7 @@ def url_client(originals: Path, **settings):
     """The gateway in process, FACECROP_ORIGIN the directory `originals`, with the model stand-in."""
     from gateway.app import create_app
 
-    return create_app(Settings(origin=str(originals), **settings), NoFacesModel).test_client()
+    return create_app(Settings(**{"origin": str(originals), **settings}), NoFacesModel).test_client()
 
 
 def url_get(client, path: str, **headers):

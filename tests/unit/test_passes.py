@@ -145,10 +145,11 @@ def test_every_step_is_timed_and_the_header_limits_hold(finder):
 
 
 def test_auto_decodes_a_large_photo_again_larger_where_it_tiles(finder):
-    """A 4000x3000 JPEG: the standard pass decodes it at half size; where it tiles (a small square
-    seen), the tiled pass needs more pixels than that and decodes it again, larger."""
-    marks = [(400, 500, 300), (2000, 1200, 80), (3000, 2500, 28), (600, 2600, 26)]  # 80: 20 px at the standard pass
-    data = stored_with_orientation(8, picture(marks, (4000, 3000)))
+    """A 4096x3072 JPEG: the standard pass decodes it at a quarter of its size; where it tiles (a
+    small square seen), the tiled pass needs half and decodes it again, larger: two squares 3 pixels
+    apart are two faces there, one in the quarter-size pixels enlarged."""
+    marks = [(400, 500, 300), (2000, 1200, 90), (3000, 2500, 36), (3039, 2500, 36), (600, 2600, 30)]  # 90: 22 px
+    data = stored_with_orientation(8, picture(marks, (4096, 3072)))
     result = run_detection(data, detectors_of(finder), Settings(), DetectOptions(min_confidence=50, detail="auto"))
     assert result.tiles > 1
     np.testing.assert_allclose(found(result.detections), boxes_of(marks), atol=4)

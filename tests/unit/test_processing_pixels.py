@@ -320,7 +320,7 @@ def frames_of(answer: Answer) -> list[np.ndarray]:
         return [np.asarray(frame.convert("RGB")) for frame in ImageSequence.Iterator(image)]
 
 
-@pytest.mark.parametrize("geometry", ["", "rotate=90,flip=h", "trim=10;20;0;5,flip=v"])
+@pytest.mark.parametrize("geometry", ["", "rotate=90,flip=h", "trim=10;20;0;5,flip=v", "flip=hv"])
 def test_each_frame_hides_its_own_faces_where_pillow_turns_it(finder, geometry):
     answer = answer_of(finder, animation(), url_request(f"anonymize=fill,{geometry}", "gif"))
     assert answer.media_type == "image/gif" and answer.headers["X-Frames"] == str(FRAMES)

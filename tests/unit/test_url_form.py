@@ -311,6 +311,18 @@ def test_signed_urls_from_the_python_client_pass_and_every_other_fails(originals
         assert response.status_code == 403 and response.json["error"]["code"] == "invalid_signature", case
 
 
+def test_a_signed_url_to_a_source_sent_percent_encoded_is_served(originals):
+    """Through the app: the signature is checked over the path as the request sent it, percent-
+    encoded as the client signed it, not over the path the server decoded."""
+    (originals / "people" / "an astronaut.jpg").write_bytes((originals / "people" / "astronaut.jpg").read_bytes())
+    client = url_client(originals, url_key=bytes.fromhex(KEY), url_salt=bytes.fromhex(SALT))
+    good = image_url("", "people/an astronaut.jpg", key=KEY, salt=SALT, width=64)
+    assert "/people/an%20astronaut.jpg" in good
+    assert picture(client.get(good)).size == (64, 64)
+    decoded = good.replace("%20", " ")
+    assert client.get(decoded).status_code == 403
+
+
 def test_without_a_key_a_signature_segment_is_passed_over(originals):
     url = image_url("", "people/astronaut.jpg", key=KEY, salt=SALT, width=64)
     assert picture(url_client(originals).get(url)).size == (64, 64)

@@ -247,6 +247,11 @@ def test_onerror_redirect_never_sends_the_browser_to_a_source_that_is_not_allowe
     refused = url_get(client, "width=64,onerror=redirect/https://elsewhere.example.net/photo.png")
     assert refused.status_code == 403 and "Location" not in refused.headers
     assert refused.json["error"]["code"] == "source_not_allowed"
+    # a relative source where no FACECROP_ORIGIN is set is not the site's own original either
+    no_origin = url_client(originals, origin="")
+    refused = url_get(no_origin, "width=64,onerror=redirect/photo.png")
+    assert refused.status_code == 403 and "Location" not in refused.headers
+    assert refused.json["error"]["code"] == "source_not_allowed"
     with client.application.test_request_context():
         assert (
             redirect_target("https://images.example.com/a/photo.png", "v=1")
