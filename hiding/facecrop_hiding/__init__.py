@@ -59,10 +59,23 @@ def plausible(scores: np.ndarray, boxes: np.ndarray) -> np.ndarray:
     return confident | (sides <= IMPLAUSIBLE_SIZE * np.median(sides[confident]))
 
 
+# OpenCV's stackBlur is wrong past this radius (4.11: at 181-254, pixels of 128 and up come out
+# white; further on, at some radii): a face 362 pixels and up at strength 1 came out a white and
+# yellow blob, not blurred. Larger blurs are made on the patch scaled down.
+STACK_BLUR_MAX = 180
+
+
 def blurred(patch: np.ndarray, size: int) -> np.ndarray:
-    """A strong, even blur whose radius is about `size` pixels, at a cost that does not grow with it."""
-    kernel = 2 * max(1, size) + 1
-    return cv2.stackBlur(cv2.stackBlur(patch, (kernel, kernel)), (kernel, kernel))
+    """A strong, even blur whose radius is about `size` pixels, at a cost that does not grow with it:
+    past STACK_BLUR_MAX, made on the patch scaled down by a whole factor, and scaled back."""
+    factor = -(-size // STACK_BLUR_MAX)
+    height, width = patch.shape[:2]
+    if factor > 1:
+        small = (max(1, round(width / factor)), max(1, round(height / factor)))
+        patch = cv2.resize(patch, small, interpolation=cv2.INTER_AREA)
+    kernel = 2 * max(1, round(size / factor)) + 1
+    smooth = cv2.stackBlur(cv2.stackBlur(patch, (kernel, kernel)), (kernel, kernel))
+    return cv2.resize(smooth, (width, height), interpolation=cv2.INTER_LINEAR) if factor > 1 else smooth
 
 
 def pixelated(patch: np.ndarray, size: int) -> np.ndarray:

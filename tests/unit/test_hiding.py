@@ -207,3 +207,19 @@ def test_the_ellipse_is_opencv_s_inscribed_ellipse_of_the_box_at_every_size():
         box = np.zeros((height, width), np.float32)
         cv2.ellipse(box, (((width - 1) / 2, (height - 1) / 2), (float(width), float(height)), 0), (1.0,), thickness=-1)
         assert np.array_equal(region_alpha(np.int64(height), np.int64(width), "ellipse", feathered=False), box)
+
+
+@pytest.mark.parametrize("side", [300, 400, 500, 560, 700, 1200])
+def test_a_large_bright_face_is_blurred_to_its_own_colours_not_white(side):
+    """A face of 300-1200 pixels, mostly light (a lit face, a white mask): blurred to about the
+    colours it had, at every size: OpenCV's stack blur itself turns such pixels white at radii of
+    181-254 (half a 362-508 pixel face) and some beyond, so larger blurs are made smaller."""
+    rng = np.random.default_rng(side)
+    pixels = np.full((side + 200, side + 200, 3), (90, 200, 230), np.uint8)
+    pixels[100 : side + 100, 100 : side + 100] += rng.integers(0, 20, (side, side, 1), dtype=np.uint8)
+    face = np.array([[100.0, 100.0, side + 100.0, side + 100.0]])
+    before = pixels[100 : side + 100, 100 : side + 100].reshape(-1, 3).astype(float)
+    hidden = hide_faces(pixels.copy(), face, Hiding(method="blur", margin=1.0))
+    inside = hidden[100 : side + 100, 100 : side + 100][region_alpha(side, side, "ellipse", True) > 0.99]
+    assert np.abs(inside.astype(float) - before.mean(axis=0)).max() <= 12
+    assert inside[:, 0].std() < 2.5  # blurred: the texture (std 5.8) gone
