@@ -132,16 +132,14 @@ class SquareFinder:
 
 
 @contextmanager
-def square_finder(models: int = 1) -> Iterator[tuple[Detectors, SquareFinder]]:
-    """The detectors of a gateway whose models are `models` SquareFinders (model kinds of their own,
-    `squares`, `squares_2`..., at every detail and in the tiled pass, fused as any models are), and
-    the first finder."""
-    finders = {f"squares_{i}" if i > 1 else "squares": SquareFinder() for i in range(1, models + 1)}
-    kinds = {name: DetectorKind(name, {"uint8": m.wire}, m.candidates, ALL, True) for name, m in finders.items()}
+def square_finder() -> Iterator[tuple[Detectors, SquareFinder]]:
+    """The detectors of a gateway whose one model is a SquareFinder (a model kind of its own, at
+    every detail and in the tiled pass), and the finder."""
+    model = SquareFinder()
+    kind = DetectorKind("squares", {"uint8": model.wire}, model.candidates, ALL, True)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("gateway.detection.detectors.KINDS", {**KINDS, **kinds})
-        each = iter(finders.values())
-        yield serve(tuple(finders), "uint8", lambda _: next(each)), finders["squares"]
+        patch.setattr("gateway.detection.detectors.KINDS", {**KINDS, "squares": kind})
+        yield serve(("squares",), "uint8", lambda _: model), model
 
 
 def squares_picture(

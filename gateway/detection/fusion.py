@@ -8,11 +8,6 @@ the chance that any of the models is right, 1 - (1 - a)(1 - b)...: the scores ar
 (YuNet's calibrated to RetinaFace's, gateway/detection/yunet.py), agreement ranks a face up, and
 no face scores less than its model gave it: at any min_confidence, fusing finds every face any
 model finds alone (docs/defaults.md, "Detectors"; chosen by `python -m bench.detectors`).
-
-min_confidence applies to the fused scores: each model's faces are fused from FUSION_FLOOR up
-whatever is asked (`model_floor`), so a face's score does not depend on the threshold, and raising
-min_confidence never drops a face that scores above it (two models' 40 % faces are a 64 % face at
-any min_confidence up to 64, not lost at 50).
 """
 
 from __future__ import annotations
@@ -24,7 +19,6 @@ import numpy as np
 from gateway.detection.detections import Detections
 
 MATCH_IOU = 0.3
-FUSION_FLOOR = 0.05  # each model's faces from this score up are fused, whatever min_confidence asks
 
 PairScore = Callable[[np.ndarray, np.ndarray], np.ndarray]  # a matched pair's two scores -> its score
 
@@ -51,23 +45,16 @@ def matches(a: Detections, b: Detections, min_iou: float) -> tuple[np.ndarray, n
     return in_a, best_in_b[in_a]
 
 
-def model_floor(min_score: float, models: int) -> float:
-    """The score from which each of `models` models' faces are taken into a fusion answering
-    `min_score`: FUSION_FLOOR or lower, so that agreeing models' faces can reach it; a lone model's
-    faces are answered as they are."""
-    return min_score if models == 1 else min(min_score, FUSION_FLOOR)
-
-
-def fuse(per_model: dict[str, Detections], min_score: float) -> Detections:
-    """The models' faces (each already suppressed, taken from `model_floor`) as one list, best
-    first, those scoring at least `min_score`: any number of models, taken in their order."""
+def fuse(per_model: dict[str, Detections]) -> Detections:
+    """The models' faces (each already suppressed) as one list, best first: any number of models,
+    taken in their order."""
     parts = list(per_model.values())
     if len(parts) == 1:
         return parts[0]
     fused, weights = parts[0], parts[0].scores
     for part in parts[1:]:
         fused, weights = merged(fused, weights, part, MATCH_IOU, either)
-    return fused[fused.scores >= min_score]
+    return fused
 
 
 def either(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -20,7 +20,7 @@ from gateway.decode import (
 )
 from gateway.detection.detections import Detections
 from gateway.detection.detectors import Call, Detector, Detectors
-from gateway.detection.fusion import fuse, model_floor
+from gateway.detection.fusion import fuse
 from gateway.detection.postprocess import finish, tiled_candidates
 from gateway.detection.preprocess import (
     TILE_MIN_OVERLAP,
@@ -106,29 +106,30 @@ def run_detection(
     min_score = options.min_confidence / 100
     models = detectors.first_pass(options.detail)
     tiled_models = detectors.tiled_pass() if tiled is not None else ()
-    floor = model_floor(min_score, len({d.name for d in (*models, *tiled_models)}))
     tiled_faces: dict[str, Detections] = {}
     tiles = 0
     fill = fill_frames([image.stored], plan, timer, image.orientation)
     tiled_now = tiled if both_at_once else None  # its tiles prepared and sent while the standard pass runs
     with submitted(detectors, models, 1, plan.size, fill, timer, overlapped=tiled_now is not None) as wait:
         if tiled_now is not None:
-            tiled_faces, tiles = _tiled_pass(image, tiled_now, detectors, tiled_models, settings, floor, timer)
+            tiled_faces, tiles = _tiled_pass(image, tiled_now, detectors, tiled_models, settings, min_score, timer)
         outputs = wait()
     with timer.stage("postprocess"):
-        found = {d.name: d.kind.candidates(outputs[d.name][0], plan.size, min(floor, AUTO_MIN_SCORE)) for d in models}
+        found = {
+            d.name: d.kind.candidates(outputs[d.name][0], plan.size, min(min_score, AUTO_MIN_SCORE)) for d in models
+        }
     if tiled is not None and options.detail == "auto" and any(needs_tiles(f) for f in found.values()):
         larger = with_resolution(image, tiled, data, header, image.background, timer)
-        tiled_faces, tiles = _tiled_pass(larger, tiled, detectors, tiled_models, settings, floor, timer)
+        tiled_faces, tiles = _tiled_pass(larger, tiled, detectors, tiled_models, settings, min_score, timer)
     with timer.stage("postprocess"):
         per_model = []
         for name, candidates in found.items():
-            faces = candidates[candidates.scores >= floor].scaled((0, 0), plan.scale).scaled((0, 0), image.scale)
+            faces = candidates[candidates.scores >= min_score].scaled((0, 0), plan.scale).scaled((0, 0), image.scale)
             if name in tiled_faces:
                 faces = Detections.concatenate([faces, tiled_faces.pop(name)])
             per_model.append((name, finish(faces, (height, width), options)))
         per_model += [(name, finish(faces, (height, width), options)) for name, faces in tiled_faces.items()]
-        detections = fuse(dict(per_model), min_score)
+        detections = fuse(dict(per_model))
     ran = tuple(d.name for d in detectors.served if d in models or (tiles and d in tiled_models))
     return DetectionResult(image, detections, tiles, ran, first_pass(options))
 
@@ -221,8 +222,6 @@ def detect_frames(
     height, width = frames[0].shape[:2]
     plan = plan_input(height, width, standard_size(options, settings), settings.pad_multiple)
     models = detectors.first_pass(options.detail)
-    min_score = options.min_confidence / 100
-    floor = model_floor(min_score, len(models))
     found: list[Detections] = []
     for start in range(0, len(frames), MAX_BATCH):
         chunk = frames[start : start + MAX_BATCH]
@@ -232,13 +231,15 @@ def detect_frames(
             for frame in range(len(chunk)):
                 faces = {
                     d.name: finish(
-                        d.kind.candidates(outputs[d.name][frame], plan.size, floor).scaled((0, 0), plan.scale),
+                        d.kind.candidates(outputs[d.name][frame], plan.size, options.min_confidence / 100).scaled(
+                            (0, 0), plan.scale
+                        ),
                         (height, width),
                         options,
                     )
                     for d in models
                 }
-                found.append(fuse(faces, min_score))
+                found.append(fuse(faces))
     return found, tuple(d.name for d in models)
 
 
@@ -256,12 +257,12 @@ def _tiled_pass(
     detectors: Detectors,
     models: tuple[Detector, ...],
     settings: Settings,
-    floor: float,
+    min_score: float,
     timer: StageTimer,
 ) -> tuple[dict[str, Detections], int]:
-    """The faces the tiled pass answers for, per model, from score `floor`, in original pixels, and
-    its number of tiles: the image at `scale` (of the original) cut into overlapping tiles, sent as
-    one batch to each model."""
+    """The faces the tiled pass answers for, per model, in original pixels, and its number of
+    tiles: the image at `scale` (of the original) cut into overlapping tiles, sent as one batch
+    to each model."""
     relative = scale / image.scale[0]
     with timer.stage("resize"):
         scaled = apply_orientation(rescale(image.stored, relative), image.orientation)
@@ -274,9 +275,9 @@ def _tiled_pass(
         outputs = wait()
     with timer.stage("postprocess"):
         found = {
-            d.name: Detections.concatenate(tiled_candidates(d.kind.candidates, outputs[d.name], tiling, floor)).scaled(
-                (0, 0), image.scale
-            )
+            d.name: Detections.concatenate(
+                tiled_candidates(d.kind.candidates, outputs[d.name], tiling, min_score)
+            ).scaled((0, 0), image.scale)
             for d in models
         }
     return found, len(tiling.origins)

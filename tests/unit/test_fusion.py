@@ -4,7 +4,7 @@ alone found is kept."""
 import numpy as np
 
 from gateway.detection.detections import Detections
-from gateway.detection.fusion import FUSION_FLOOR, fuse, fuse_pair, iou_matrix, matches, model_floor
+from gateway.detection.fusion import fuse, fuse_pair, iou_matrix, matches
 from gateway.detection.yunet import calibrated
 
 
@@ -42,23 +42,10 @@ def test_faces_one_model_alone_found_keep_their_scores_and_everything_is_best_fi
 
 def test_one_model_passes_through_and_empty_lists_fuse():
     a = faces([0.9], [[0, 0, 10, 10]])
-    assert fuse({"yunet": a}, 0.5) is a
+    assert fuse({"yunet": a}) is a
     empty = faces([], [])
-    assert len(fuse({"retinaface": empty, "yunet": empty}, 0.0)) == 0
-    assert len(fuse({"retinaface": a, "yunet": empty}, 0.0)) == 1
-
-
-def test_min_score_applies_to_the_fused_scores_from_the_models_floor():
-    """Two models' 40 % faces are one 64 % face at min_score 0.5, which neither alone reaches; a
-    face one model alone found under it is left out. Each model's faces are taken from
-    FUSION_FLOOR where several fuse, from min_score itself where one model answers."""
-    a = faces([0.4, 0.45], [[0, 0, 10, 10], [100, 0, 110, 10]])
-    b = faces([0.4], [[0, 0, 10, 10]])
-    fused = fuse({"a": a, "b": b}, 0.5)
-    np.testing.assert_allclose(fused.scores, [0.64])
-    np.testing.assert_array_equal(fused.boxes, [[0, 0, 10, 10]])
-    assert model_floor(0.5, 2) == model_floor(0.5, 3) == FUSION_FLOOR == 0.05
-    assert model_floor(0.02, 2) == 0.02 and model_floor(0.5, 1) == 0.5
+    assert len(fuse({"retinaface": empty, "yunet": empty})) == 0
+    assert len(fuse({"retinaface": a, "yunet": empty})) == 1
 
 
 def test_yunet_scores_are_calibrated_onto_retinaface_s_scale_in_order():
@@ -76,7 +63,7 @@ def test_three_models_fuse_into_one_face_each_averaged_over_every_model_that_fou
     a = faces([0.9, 0.5], [[0, 0, 10, 10], [100, 0, 110, 10]])
     b = faces([0.6], [[1, 0, 11, 10]])
     c = faces([0.5, 0.7, 0.8], [[3, 0, 13, 10], [101, 0, 111, 10], [300, 0, 320, 20]])
-    fused = fuse({"a": a, "b": b, "c": c}, 0.0)
+    fused = fuse({"a": a, "b": b, "c": c})
     assert len(fused) == 3
     every = fused[np.argsort(fused.boxes[:, 0])]
     np.testing.assert_allclose(every.boxes[0], [(0 * 0.9 + 1 * 0.6 + 3 * 0.5) / 2.0, 0, 10 + 2.1 / 2.0, 10], atol=1e-5)
@@ -86,7 +73,7 @@ def test_three_models_fuse_into_one_face_each_averaged_over_every_model_that_fou
     assert fused.scores.tolist() == sorted(fused.scores.tolist(), reverse=True)
     # two models fuse as they always did
     pair = fuse_pair(a, b, 0.3)
-    np.testing.assert_array_equal(fuse({"a": a, "b": b}, 0.0).boxes, pair.boxes)
+    np.testing.assert_array_equal(fuse({"a": a, "b": b}).boxes, pair.boxes)
 
 
 def test_iou_of_rectangles_and_of_boxes_apart():

@@ -30,10 +30,8 @@ def finder():
         yield served
 
 
-def picture(
-    marks: list[tuple[int, int, int]], size: tuple[int, int] = SIZE, background: np.ndarray | None = None
-) -> Image.Image:
-    return Image.fromarray(squares_picture(marks, size, background))
+def picture(marks: list[tuple[int, int, int]], size: tuple[int, int] = SIZE) -> Image.Image:
+    return Image.fromarray(squares_picture(marks, size))
 
 
 def boxes_of(marks: list[tuple[int, int, int]]) -> np.ndarray:
@@ -85,29 +83,6 @@ def test_auto_tiles_only_where_the_standard_pass_saw_small_faces(finder):
     tiled = run_detection(stored_with_orientation(6, picture(LARGE + small + SMALL)), detectors, Settings(), options)
     assert tiled.tiles > 1
     np.testing.assert_allclose(found(tiled.detections), boxes_of(LARGE + small + SMALL), atol=3)
-
-
-@pytest.mark.parametrize("detail", ["standard", "high"])
-def test_min_confidence_applies_to_the_fused_score_whatever_it_asks(detail):
-    """Two models both find a grey square at 0.43 and a white one at 0.996: the grey one is a face
-    scored 1 - 0.57 x 0.57 = 0.68 at any min_confidence up to that, not dropped at 50 because each
-    model alone scored it under 50; and an answer at 50 is the one at 10, less what scores under 50."""
-    marks = [(100, 150, 120), (900, 500, 200)]
-    grey = squares_picture(marks[:1], SIZE, level=110)
-    data = stored_with_orientation(1, picture(marks[1:] + SMALL, SIZE, grey))
-    with square_finder(models=2) as (detectors, _):
-        answers = {
-            m: run_detection(data, detectors, Settings(), DetectOptions(min_confidence=m, detail=detail)).detections
-            for m in (10, 50, 70)
-        }
-    grey_score = 1 - (1 - np.median([110]) / 256) ** 2
-    np.testing.assert_allclose(found(answers[50]), boxes_of(marks if detail == "standard" else marks + SMALL), atol=3)
-    assert np.isclose(answers[50].scores, grey_score, atol=1e-3).sum() == 1
-    np.testing.assert_allclose(found(answers[70]), found(answers[50][answers[50].scores >= 0.7]))
-    assert len(answers[70]) == len(answers[50]) - 1
-    at_least_50 = answers[10][answers[10].scores >= 0.5]
-    np.testing.assert_array_equal(answers[50].scores, at_least_50.scores)
-    np.testing.assert_array_equal(answers[50].boxes, at_least_50.boxes)
 
 
 def test_fast_runs_the_standard_pass_at_640(finder):
