@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from facecrop_hiding import stack_blurred
+
 SHARPEN_SIGMA = 1.0
 SHARPEN_PER_UNIT = 0.5
 
@@ -46,7 +48,7 @@ def apply_filters(pixels: np.ndarray, filters: Filters) -> np.ndarray:
     if filters.blur:
         height, width = pixels.shape[:2]
         sides = [min(2 * round(filters.blur) + 1, side - (1 - side % 2)) for side in (width, height)]
-        pixels = cv2.stackBlur(pixels, (max(1, sides[0]), max(1, sides[1])))  # the kernel within the picture
+        pixels = stack_blurred(pixels, (max(1, sides[0]), max(1, sides[1])))  # the kernel within the picture
     if filters.sharpen:
         soft = cv2.GaussianBlur(pixels, (0, 0), SHARPEN_SIGMA)
         pixels = cv2.addWeighted(

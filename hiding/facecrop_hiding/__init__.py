@@ -61,21 +61,29 @@ def plausible(scores: np.ndarray, boxes: np.ndarray) -> np.ndarray:
 
 # OpenCV's stackBlur is wrong past this radius (4.11: at 181-254, pixels of 128 and up come out
 # white; further on, at some radii): a face 362 pixels and up at strength 1 came out a white and
-# yellow blob, not blurred. Larger blurs are made on the patch scaled down.
+# yellow blob, not blurred. Larger blurs are made on the pixels scaled down.
 STACK_BLUR_MAX = 180
 
 
-def blurred(patch: np.ndarray, size: int) -> np.ndarray:
-    """A strong, even blur whose radius is about `size` pixels, at a cost that does not grow with it:
-    past STACK_BLUR_MAX, made on the patch scaled down by a whole factor, and scaled back."""
-    factor = -(-size // STACK_BLUR_MAX)
-    height, width = patch.shape[:2]
+def stack_blurred(pixels: np.ndarray, kernel: tuple[int, int], passes: int = 1) -> np.ndarray:
+    """OpenCV's stack blur with an odd (width, height) `kernel`, `passes` times, right at any size:
+    a radius past STACK_BLUR_MAX is made on the pixels scaled down by a whole factor, and scaled back."""
+    factor = -(-max(kernel) // (2 * STACK_BLUR_MAX + 1))
+    height, width = pixels.shape[:2]
     if factor > 1:
-        small = (max(1, round(width / factor)), max(1, round(height / factor)))
-        patch = cv2.resize(patch, small, interpolation=cv2.INTER_AREA)
-    kernel = 2 * max(1, round(size / factor)) + 1
-    smooth = cv2.stackBlur(cv2.stackBlur(patch, (kernel, kernel)), (kernel, kernel))
-    return cv2.resize(smooth, (width, height), interpolation=cv2.INTER_LINEAR) if factor > 1 else smooth
+        pixels = cv2.resize(
+            pixels, (max(1, round(width / factor)), max(1, round(height / factor))), interpolation=cv2.INTER_AREA
+        )
+        kernel = (2 * round(kernel[0] // 2 / factor) + 1, 2 * round(kernel[1] // 2 / factor) + 1)
+    for _ in range(passes):
+        pixels = cv2.stackBlur(pixels, kernel)
+    return cv2.resize(pixels, (width, height), interpolation=cv2.INTER_LINEAR) if factor > 1 else pixels
+
+
+def blurred(patch: np.ndarray, size: int) -> np.ndarray:
+    """A strong, even blur whose radius is about `size` pixels, at a cost that does not grow with it."""
+    kernel = 2 * max(1, size) + 1
+    return stack_blurred(patch, (kernel, kernel), passes=2)
 
 
 def pixelated(patch: np.ndarray, size: int) -> np.ndarray:

@@ -102,6 +102,16 @@ def test_blur_and_sharpen_as_cloudflare_defines_them(originals):
     assert np.array_equal(pixels(url_get(client, "width=256,blur=0,sharpen=0,f=png/photo.png")), plain)
 
 
+def test_a_blur_past_180_pixels_keeps_the_picture_s_colours(originals, source):
+    """Radii of 181-250 (OpenCV's stack blur turns light pixels white there): the picture, 512x384,
+    blurred whole, each colour about its mean, nothing turned white."""
+    client = url_client(originals)
+    for radius in (150, 200, 250):
+        blurred = pixels(url_get(client, f"blur={radius},f=png/photo.png")).astype(float)
+        assert np.abs(blurred.mean(axis=(0, 1)) - source.mean(axis=(0, 1))).max() < 4, radius
+        assert (blurred >= 250).mean() < 0.001 and blurred.std(axis=(0, 1)).max() < source.std(axis=(0, 1)).min() / 2
+
+
 # Cloudflare's own words for each option (developers.cloudflare.com, "Transform via URL", and
 # cloudflare-docs' partials/images/*.mdx), and what each says a value does to the picture.
 CLOUDFLARE_TEXTS = {
