@@ -223,3 +223,18 @@ def test_a_large_bright_face_is_blurred_to_its_own_colours_not_white(side):
     inside = hidden[100 : side + 100, 100 : side + 100][region_alpha(side, side, "ellipse", True) > 0.99]
     assert np.abs(inside.astype(float) - before.mean(axis=0)).max() <= 12
     assert inside[:, 0].std() < 2.5  # blurred: the texture (std 5.8) gone
+
+
+@pytest.mark.parametrize("kernel", [(9, 9), (361, 361), (363, 363), (401, 401), (501, 301), (301, 501), (723, 723)])
+def test_a_stack_blur_of_any_radius_is_opencv_s_on_float_pixels(kernel):
+    """Against OpenCV's stack blur of the same pixels in float (which has no overflow): the same
+    bytes up to a radius of STACK_BLUR_MAX, within 2 levels past it (made smaller, then enlarged)."""
+    from facecrop_hiding import STACK_BLUR_MAX, stack_blurred
+
+    rng = np.random.default_rng(7)
+    pixels = cv2.resize(rng.integers(0, 256, (12, 16, 3), dtype=np.uint8), (800, 600), interpolation=cv2.INTER_CUBIC)
+    expected = cv2.stackBlur(pixels.astype(np.float32), kernel)
+    got = stack_blurred(pixels, kernel)
+    if max(kernel) <= 2 * STACK_BLUR_MAX + 1:
+        assert np.array_equal(got, cv2.stackBlur(pixels, kernel))
+    assert got.shape == pixels.shape and np.abs(got - expected).max() <= 2
