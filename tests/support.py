@@ -321,7 +321,8 @@ def log_line(request_id: str, name: str = "test") -> dict:
 
 
 def url_client(originals: Path, **settings):
-    """The gateway in process, FACECROP_ORIGIN the directory `originals`, with the model stand-in."""
+    """The gateway in process, FACECROP_ORIGIN the directory `originals` (unless `settings` give
+    another), with the model stand-in."""
     from gateway.app import create_app
 
     return create_app(Settings(**{"origin": str(originals), **settings}), NoFacesModel).test_client()
