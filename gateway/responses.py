@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import Response, current_app, g
+from flask import Response, g
 
 from gateway import observe
 from gateway.config import Settings
@@ -13,8 +13,6 @@ from gateway.timing import Deadline
 def respond(answer: Answer, headers: dict[str, str] | None = None) -> Response:
     """`answer` with the view's own `headers` (the URL form's caching ones) beside its facts."""
     every = (headers or {}) | answer.headers
-    if answer.document is not None:
-        return Response(current_app.json.dumps(answer.document) + "\n", content_type=answer.media_type, headers=every)
     return Response(answer.body, content_type=answer.media_type, headers=every)
 
 

@@ -65,18 +65,22 @@ def by_level(counts: Sequence[int], index: np.ndarray | None) -> tuple[np.ndarra
     return level, index - (ends - np.asarray(counts))[level]
 
 
-def face_objects(detections: Detections, with_landmarks: bool) -> list[dict]:
-    """The API's face objects: percent confidence, integer rectangle and landmark points."""
+# A face object's JSON, as json.dumps writes it: %s writes ints and floats as it does (str, repr).
+FACE_JSON = '{"confidence": %s, "face_rectangle": {"x": %s, "y": %s, "width": %s, "height": %s}'
+LANDMARKS_JSON = ', "landmarks": {' + ", ".join(f'"{name}": [%s, %s]' for name in LANDMARK_NAMES) + "}"
+
+
+def faces_json(detections: Detections, with_landmarks: bool) -> str:
+    """The API's face objects as a JSON array, the text json.dumps makes of them (written directly:
+    a crowd's hundreds of objects cost a tenth as much): percent confidence to three decimals,
+    integer rectangle and landmark points."""
     corners = np.rint(detections.boxes).astype(int)
-    points = np.rint(detections.landmarks).astype(int)
-    faces = []
+    columns = [corners[:, :2], corners[:, 2:] - corners[:, :2]]
+    template = FACE_JSON
+    if with_landmarks:
+        columns.append(np.rint(detections.landmarks).astype(int).reshape(-1, 10))
+        template += LANDMARKS_JSON
+    template += "}"
     percents = (detections.scores.astype(np.float64) * 100).tolist()
-    for percent, (x1, y1, x2, y2), face_points in zip(percents, corners.tolist(), points.tolist()):
-        face = {
-            "confidence": round(percent, 3),
-            "face_rectangle": {"x": x1, "y": y1, "width": x2 - x1, "height": y2 - y1},
-        }
-        if with_landmarks:
-            face["landmarks"] = dict(zip(LANDMARK_NAMES, face_points))
-        faces.append(face)
-    return faces
+    rows = np.hstack(columns).tolist()
+    return "[" + ", ".join(template % (round(percent, 3), *row) for percent, row in zip(percents, rows)) + "]"

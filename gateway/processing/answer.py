@@ -4,13 +4,14 @@ its `Answer` into a response (gateway/responses.py), and a batch job or a test c
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from facecrop_hiding import regions
 from gateway.config import Settings
 from gateway.decode import read_header
-from gateway.detection.detections import face_objects
+from gateway.detection.detections import faces_json
 from gateway.detection.detectors import Detectors
 from gateway.encode import CONTENT_TYPES, encode_image, output_format
 from gateway.imaging.animation import encode_animation
@@ -26,13 +27,17 @@ JSON = "application/json"
 
 @dataclass(frozen=True)
 class Answer:
-    """A request's answer: the encoded picture and its media type, or (format=json) the JSON document;
-    and the facts its headers say (X-Crop-Rect, X-Face-Count, X-Frames, ...)."""
+    """A request's answer: the encoded picture, or (format=json) the JSON document, and its media
+    type; and the facts its headers say (X-Crop-Rect, X-Face-Count, X-Frames, ...)."""
 
     media_type: str
     headers: dict[str, str]
-    body: bytes = b""
-    document: dict | None = None  # format=json's answer (the body is empty)
+    body: bytes
+
+    @property
+    def document(self) -> dict | None:
+        """format=json's answer as objects (None for a picture)."""
+        return json.loads(self.body) if self.media_type == JSON else None
 
 
 def process(
@@ -55,7 +60,7 @@ def process(
         deadline.check(step.__name__)
         step(work)
     if request.output.format == "json":
-        return Answer(JSON, answer_headers(work), document=json_answer(work))
+        return Answer(JSON, answer_headers(work), json_answer(work))
     frames = rendered(work)
     deadline.check("encoding")
     body, content_type = encoded(frames, work)
@@ -88,10 +93,11 @@ def image_size(size: tuple[int, int]) -> dict[str, int]:
     return {"width": size[0], "height": size[1]}
 
 
-def json_answer(work: Work) -> dict:
+def json_answer(work: Work) -> bytes:
     """format=json: the picture's size and its faces (the first max_faces; every face hidden where
     the answer hides them); where there is a crop window, the window, the output's size and what the
-    window followed; where it hides faces, the regions hidden."""
+    window followed; where it hides faces, the regions hidden. Encoded as json.dumps writes it, the
+    faces last (`faces_json`)."""
     request, listed = work.request, work.listed
     answer: dict = {"image": image_size(work.size)}
     if request.window is not None:
@@ -103,8 +109,8 @@ def json_answer(work: Work) -> dict:
             {"x": x1, "y": y1, "width": x2 - x1, "height": y2 - y1} for x1, y1, x2, y2 in shown.tolist()
         ]
     shown_faces = listed if request.hiding is not None else listed[: request.detect.max_faces]
-    answer["faces"] = face_objects(shown_faces, request.detect.landmarks)
-    return answer
+    others = json.dumps(answer)  # "{...}": the faces go before its closing brace
+    return f'{others[:-1]}, "faces": {faces_json(shown_faces, request.detect.landmarks)}}}\n'.encode()
 
 
 def encoded(frames: list[Frame], work: Work) -> tuple[bytes, str]:

@@ -5,11 +5,13 @@ moves and the API's face objects."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 from gateway.detection import yunet
-from gateway.detection.detections import Detections, face_objects
+from gateway.detection.detections import Detections, faces_json
 from gateway.triton.wire import ModelOutputs
 
 SHAPE = (64, 96)  # (H, W): stride-8 grid 8 x 12 (96 cells), stride 16 4 x 6 (24), stride 32 2 x 3 (6)
@@ -103,7 +105,7 @@ def test_the_apis_face_object_rounds_corners_and_points(with_landmarks):
         np.array([[10.4, 20.6, 30.5, 61.49]], np.float32),
         np.array([[[10.6, 20.4], [30, 40], [20, 50], [12, 55], [28, 56]]], np.float32),
     )
-    [face] = face_objects(faces, with_landmarks)
+    [face] = json.loads(faces_json(faces, with_landmarks))
     expected: dict = {"confidence": 98.765, "face_rectangle": {"x": 10, "y": 21, "width": 20, "height": 40}}
     if with_landmarks:
         points = {"left_eye": [11, 20], "right_eye": [30, 40], "nose": [20, 50]}

@@ -1,8 +1,10 @@
+import json
+
 import numpy as np
 import pytest
 from retinaface.postprocess import ANCHOR_SIZES, ANCHOR_STRIDES, generate_anchors
 
-from gateway.detection.detections import Detections, face_objects
+from gateway.detection.detections import Detections, faces_json
 from gateway.detection.postprocess import (
     NMS_IOU_THRESHOLD,
     TILE_EDGE_MARGIN,
@@ -112,7 +114,7 @@ def test_detections_are_mapped_back_to_original_pixels():
     cx, cy = anchors[index, :2] * 1024 / 2
     np.testing.assert_allclose(detections.boxes[0], [cx - 64, cy - 64, cx + 64, cy + 64], atol=1e-3)
     np.testing.assert_allclose(detections.landmarks[0], [[cx, cy]] * 5, atol=1e-3)
-    face = face_objects(detections, with_landmarks=True)[0]
+    face = json.loads(faces_json(detections, with_landmarks=True))[0]
     assert face["confidence"] == 97.0
     assert face["face_rectangle"]["width"] == 128
     assert set(face["landmarks"]) == {"left_eye", "right_eye", "nose", "mouth_left", "mouth_right"}
@@ -133,7 +135,7 @@ def test_boxes_are_clipped_to_the_image_and_filtered_by_options():
         len(detect_faces(candidates, outputs, (256, 1024), 1.0, (200, 1000), DetectOptions(max_faces=1))) == 2
     )  # max_faces only lists
     assert len(detect_faces(candidates, outputs, (256, 1024), 1.0, (200, 1000), DetectOptions(min_confidence=85))) == 1
-    assert "landmarks" not in face_objects(detections, with_landmarks=False)[0]
+    assert "landmarks" not in json.loads(faces_json(detections, with_landmarks=False))[0]
 
 
 def tile_faces(*boxes: tuple[float, float, float, float]) -> Detections:
@@ -179,18 +181,37 @@ def test_nms_keeps_every_box_not_suppressed_whatever_its_score_and_as_integers()
 def test_face_objects_are_whole_pixels_and_confidence_to_three_decimals():
     """The API's numbers: integer rectangles and landmark points (JSON 12, not 12.0), rounded
     to the nearest pixel, confidence in percent to three decimals."""
-    import json
-
     landmarks = np.array([[[10.4, 20.6], [30.5, 20.49], [25, 30], [14.7, 40.2], [35.2, 40.8]]], np.float32)
     found = Detections(np.array([0.123456], np.float32), np.array([[9.6, 10.4, 50.5, 61.7]], np.float32), landmarks)
-    [face] = face_objects(found, with_landmarks=True)
-    assert face["confidence"] == 12.346
-    assert face["face_rectangle"] == {"x": 10, "y": 10, "width": 40, "height": 52}
-    assert json.dumps(face["landmarks"]) == (
+    assert faces_json(found, with_landmarks=True) == (
+        '[{"confidence": 12.346, "face_rectangle": {"x": 10, "y": 10, "width": 40, "height": 52}, "landmarks": '
         '{"left_eye": [10, 21], "right_eye": [30, 20], "nose": [25, 30], '
-        '"mouth_left": [15, 40], "mouth_right": [35, 41]}'
+        '"mouth_left": [15, 40], "mouth_right": [35, 41]}}]'
     )
-    assert json.dumps(face["face_rectangle"]) == '{"x": 10, "y": 10, "width": 40, "height": 52}'
+    assert faces_json(found[:0], with_landmarks=True) == "[]"
+
+
+@pytest.mark.parametrize("with_landmarks", [True, False])
+def test_faces_json_is_what_json_dumps_writes_of_the_face_objects(with_landmarks):
+    """Written directly, the faces' JSON is json.dumps' text of the objects the API documents,
+    built here from the arrays: every number, every key in order, every separator."""
+    rng = np.random.default_rng(7)
+    count = 300
+    scores = np.concatenate([rng.uniform(0, 1, count - 3), [0.123455, 1.0, 0.5]]).astype(np.float32)
+    boxes = rng.uniform(-3, 9000, (count, 4)).astype(np.float32)
+    points = rng.uniform(-3, 9000, (count, 5, 2)).astype(np.float32)
+    expected = []
+    for score, box, face_points in zip(scores.tolist(), boxes, points):
+        x1, y1, x2, y2 = (int(v) for v in np.rint(box))
+        face = {
+            "confidence": round(score * 100, 3),
+            "face_rectangle": {"x": x1, "y": y1, "width": x2 - x1, "height": y2 - y1},
+        }
+        if with_landmarks:
+            names = ("left_eye", "right_eye", "nose", "mouth_left", "mouth_right")
+            face["landmarks"] = {name: [int(v) for v in np.rint(p)] for name, p in zip(names, face_points)}
+        expected.append(face)
+    assert faces_json(Detections(scores, boxes, points), with_landmarks) == json.dumps(expected)
 
 
 def test_no_faces_and_joined_faces_keep_their_shapes_and_float32():

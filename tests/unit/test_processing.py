@@ -64,7 +64,8 @@ def test_process_answers_a_picture_and_json_without_a_request_context():
     assert answer.headers["X-Crop-Rect"] == "0,64,512,384"  # no face: the centred 4:3 window
     facts: dict = {}
     found = process(data, detect_request({}), SETTINGS, DETECTORS, note=lambda **more: facts.update(more))
-    assert found.media_type == "application/json" and found.body == b""
+    assert found.media_type == "application/json"
+    assert found.body == b'{"image": {"width": 512, "height": 512}, "faces": []}\n'
     assert found.document == {"image": {"width": 512, "height": 512}, "faces": []}
     assert found.headers["X-Face-Count"] == "0"
     assert facts["faces"] == 0 and facts["image"]["width"] == 512  # what the log line keeps
