@@ -265,7 +265,7 @@ def _tiled_pass(
     to each model."""
     relative = scale / image.scale[0]
     with timer.stage("resize"):
-        scaled = apply_orientation(rescale(image.stored, relative), image.orientation)
+        scaled = apply_orientation(rescale(image.stored, relative, image.orientation), image.orientation)
     scaled_size = (scaled.shape[0], scaled.shape[1])
     tiling = plan_tiles(scaled_size, settings.target_size, TILE_MIN_OVERLAP, settings.pad_multiple, relative)
     with submitted(

@@ -7,6 +7,7 @@ from gateway.detection.preprocess import (
     canonical_shape,
     fill_input,
     plan_input,
+    rescale,
     scale_for,
     to_model_input,
 )
@@ -87,10 +88,9 @@ def test_both_wires_time_the_resize_and_the_rest_as_the_log_names_them():
 
 
 def test_a_one_pixel_strip_stays_one_pixel_wide():
-    from gateway.detection.preprocess import rescale
-
     assert rescale(np.zeros((100, 1, 3), np.uint8), 0.5).shape == (50, 1, 3)
     assert rescale(np.zeros((1, 100, 3), np.uint8), 0.5).shape == (1, 50, 3)
+    assert rescale(np.zeros((1000, 1, 3), np.uint8), 0.1).shape == (100, 1, 3)  # blocks no wider than it
     for wire in WIRE_FORMATS.values():  # resized straight into the slot: the same
         for strip, content, padding in (
             (np.full((100, 1, 3), 200, np.uint8), np.s_[:50, :1], np.s_[:50, 1:2]),
@@ -102,16 +102,32 @@ def test_a_one_pixel_strip_stays_one_pixel_wide():
             assert (image[content] != image[padding]).all(), wire
 
 
-def test_shrinking_averages_areas_and_enlarging_interpolates():
-    """Area averaging when shrinking (each output pixel the mean of the pixels it covers: no
-    aliasing), bilinear when enlarging, by any factor (a ramp, not blocks)."""
-    from gateway.detection.preprocess import rescale
+def test_shrinking_below_half_averages_away_what_sampling_would_alias():
+    """A one-pixel checkerboard shrunk by less than half is grey: each output pixel averages the
+    pixels it covers (sampling them, as bilinear alone does, keeps black and white)."""
+    board = np.dstack([(np.indices((300, 400)).sum(axis=0) % 2 * 255).astype(np.uint8)] * 3)
+    for scale in (0.45, 1 / 3, 0.3, 0.2, 0.1, 0.05):
+        shrunk = rescale(board, scale)[..., 0].astype(float)
+        assert shrunk.shape == (round(300 * scale), round(400 * scale)), scale
+        assert np.abs(shrunk - 127.5).max() <= 16, scale
 
-    blocks = np.kron(np.array([[0, 90], [180, 255]], np.uint8), np.ones((3, 3), np.uint8))
-    blocks[::2, ::2] = 30  # a pattern inside each block that sampling would alias
-    shrunk = rescale(np.dstack([blocks] * 3), 1 / 3)
-    means = blocks.reshape(2, 3, 2, 3).mean(axis=(1, 3))
-    assert np.abs(shrunk[..., 0].astype(float) - means).max() <= 1
+
+@pytest.mark.parametrize("scale", [1.5, 0.9, 0.75, 0.5, 0.4, 0.26, 0.13])
+def test_resizing_keeps_where_things_are_and_their_brightness(scale):
+    """A bright square lands where the scale puts it (its centroid within half an output pixel)
+    and the picture's mean brightness is kept, enlarging, shrinking bilinearly and below half."""
+    picture = np.full((600, 800, 3), 40, np.uint8)
+    picture[200:300, 500:620] = 230
+    out = rescale(picture, scale)[..., 0].astype(float)
+    weights = out - 40
+    rows, cols = np.indices(out.shape)
+    centroid = ((cols * weights).sum() / weights.sum(), (rows * weights).sum() / weights.sum())
+    expected = (((500 + 620) / 2) * out.shape[1] / 800 - 0.5, ((200 + 300) / 2) * out.shape[0] / 600 - 0.5)
+    np.testing.assert_allclose(centroid, expected, atol=0.5)
+    assert abs(out.mean() - picture[..., 0].mean()) <= 1.5
+
+
+def test_enlarging_interpolates():
     edge = np.dstack([np.array([[0, 0, 255, 255]], np.uint8)] * 3)
     for factor in (1.5, 4.0):
         row = rescale(edge, factor)[0, :, 0]
