@@ -37,9 +37,11 @@ class Detections:
         resized image's pixels to the pixels it was made from."""
         x, y = offset
         across, down = scale.tolist() if isinstance(scale, np.ndarray) else (scale, scale)
-        boxes = (self.boxes + np.array([x, y, x, y], np.float32)) / np.array([across, down, across, down], np.float32)
-        landmarks = (self.landmarks + np.array([x, y], np.float32)) / np.array([across, down], np.float32)
-        return Detections(self.scores, boxes, landmarks)
+        boxes, landmarks = self.boxes, self.landmarks
+        if x or y:
+            boxes, landmarks = boxes + np.array([x, y, x, y], np.float32), landmarks + np.array([x, y], np.float32)
+        divisors = np.array([across, down, across, down], np.float32)
+        return Detections(self.scores, boxes / divisors, landmarks / divisors[:2])
 
     @staticmethod
     def concatenate(parts: list[Detections]) -> Detections:

@@ -71,10 +71,10 @@ def finish(found: Detections, image_shape: tuple[int, int], options: DetectOptio
     Every face is kept: `max_faces` limits only what a response lists, not what is found.
     """
     height, width = image_shape
-    boxes = np.clip(found.boxes, 0, [width, height, width, height])
+    boxes = np.minimum(np.maximum(found.boxes, 0), np.array([width, height, width, height]))
     sides = np.minimum(boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1])
     big_enough = (sides >= options.min_face_size) & (sides > 0)
-    landmarks = np.clip(found.landmarks, 0, [width - 1, height - 1])
+    landmarks = np.minimum(np.maximum(found.landmarks, 0), np.array([width - 1, height - 1]))
     kept = Detections(found.scores, boxes, landmarks)[big_enough]
     return kept[nms(kept.boxes, kept.scores, NMS_IOU_THRESHOLD)]
 

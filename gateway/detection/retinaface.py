@@ -18,6 +18,7 @@ ANCHOR_STEPS = (8, 16, 32)  # the model's strides: two anchors per cell of each 
 MIN_SIZES = ((16, 32), (64, 128), (256, 512))
 VARIANCES = (0.1, 0.2)
 PRE_NMS_TOP_K = TOP_K  # the uint8 model's cut (its TopK), made by the gateway for float32
+STEP_ARRAY, SIZE_ARRAY = np.array(ANCHOR_STEPS), np.array(MIN_SIZES)
 
 
 def anchor_count(height: int, width: int) -> int:
@@ -33,7 +34,7 @@ def priors(height: int, width: int, index: np.ndarray | None = None) -> np.ndarr
     level, within = by_level([len(sizes) * rows * cols for sizes, (rows, cols) in zip(MIN_SIZES, grids)], index)
     cell, which = np.divmod(within, len(MIN_SIZES[0]))
     row, col = np.divmod(cell, np.array([cols for _, cols in grids])[level])
-    step, size = np.array(ANCHOR_STEPS)[level], np.array(MIN_SIZES)[level, which]
+    step, size = STEP_ARRAY[level], SIZE_ARRAY[level, which]
     centres = [(col + 0.5) * step / width, (row + 0.5) * step / height]
     return np.stack([*centres, size / width, size / height], axis=1).astype(np.float32)
 
@@ -57,9 +58,10 @@ def candidates(outputs: ModelOutputs, input_shape: tuple[int, int], min_score: f
     chosen = np.flatnonzero((scores >= min_score) & (outputs.anchor_index < anchors_here))  # not the graph's padding
     chosen = chosen[np.argsort(-scores[chosen], kind="stable")[:PRE_NMS_TOP_K]]
     anchors = priors(*input_shape, outputs.anchor_index[chosen])
-    size = np.array([input_shape[1], input_shape[0]], dtype=np.float32)
-    boxes = decode_boxes(outputs.loc[chosen], anchors) * np.tile(size, 2)
-    landmarks = decode_landmarks(outputs.landmarks[chosen], anchors) * size
+    height, width = input_shape
+    sizes = np.array([width, height, width, height], dtype=np.float32)
+    boxes = decode_boxes(outputs.loc[chosen], anchors) * sizes
+    landmarks = decode_landmarks(outputs.landmarks[chosen], anchors) * sizes[:2]
     return Detections(scores[chosen], boxes, landmarks)
 
 

@@ -14,6 +14,7 @@ from gateway.detection.detections import Detections, by_level
 from gateway.triton.wire import TOP_K, Answer, ModelOutputs, OutputLayout, WireFormat, best_candidates_format
 
 STRIDES = (8, 16, 32)
+STRIDE_ARRAY = np.array(STRIDES)
 # YuNet's scores on RetinaFace's scale: a face YuNet scores RAW_SCORES[i] gets the score at which
 # RetinaFace's faces are as often right (isotonic precision on every labeled set at detail=standard,
 # fitted by `python -m bench.detectors --calibrate`; docs/detectors.md, "Detectors"), linear between. So a
@@ -40,7 +41,7 @@ def grid(height: int, width: int, index: np.ndarray | None = None) -> np.ndarray
     model's output order), every one where None. Only the cells asked for are computed: no table
     per input shape to build or keep."""
     level, within = by_level(cell_counts(height, width), index)
-    stride = np.array(STRIDES)[level]
+    stride = STRIDE_ARRAY[level]
     row, col = np.divmod(within, width // stride)
     return np.stack([col, row, stride], axis=1).astype(np.float32)
 
