@@ -32,9 +32,6 @@ def stored_origin(orientation: int) -> tuple[bool, bool]:
     return bool(row), bool(column)
 
 
-STORED_ORIGINS = {orientation: stored_origin(orientation) for orientation in range(1, 9)}
-
-
 @dataclass(frozen=True)
 class InputPlan:
     """The standard pass's input: the image scaled by `scale` in the top-left of a padded `size`."""
@@ -61,7 +58,7 @@ def canonical_shape(height: int, width: int, target_size: int, pad_multiple: int
     return pad(height), pad(width)
 
 
-def rescale(pixels: np.ndarray, scale: float, orientation: int = 1) -> np.ndarray:
+def rescale(pixels: np.ndarray, scale: float, orientation: int) -> np.ndarray:
     """`pixels` (H x W x 3 BGR uint8, stored with EXIF `orientation`) resized by `scale` (`resized`)."""
     height, width = pixels.shape[:2]
     size = (max(1, round(width * scale)), max(1, round(height * scale)))
@@ -84,7 +81,7 @@ def resized(
         height, width = pixels.shape[:2]
         block = min(int(1 / scale), height, width)
         rows, cols = height // block * block, width // block * block
-        from_bottom, from_right = STORED_ORIGINS[orientation]
+        from_bottom, from_right = stored_origin(orientation)
         whole = pixels[height - rows :] if from_bottom else pixels[:rows]
         whole = whole[:, width - cols :] if from_right else whole[:, :cols]
         pixels = cv2.resize(whole, (cols // block, rows // block), interpolation=cv2.INTER_AREA)

@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+from PIL import Image
 
 from gateway.config import Settings
 from gateway.detection.preprocess import (
@@ -9,6 +10,7 @@ from gateway.detection.preprocess import (
     plan_input,
     rescale,
     scale_for,
+    stored_origin,
     to_model_input,
 )
 from gateway.detection.retinaface import BGR_MEAN, WIRE_FORMATS
@@ -48,6 +50,8 @@ def test_float32_input_is_mean_subtracted_nchw_and_zero_padded():
     assert plan.scale == pytest.approx(1024 / 300)
     np.testing.assert_allclose(tensor[0, :, 5, 5], [10 - 104, 20 - 117, 30 - 123])
     assert not tensor[0, :, :, CONTENT_WIDTH:].any()
+    wide, _ = to_model_input(PIXELS.transpose(1, 0, 2), 1024, 256, WIRE_FORMATS["float32"])
+    assert wide.shape == (1, 3, 768, 1024) and not wide[0, :, CONTENT_WIDTH:].any()  # padded below too
 
 
 def test_uint8_input_is_nhwc_padded_with_the_mean_colour():
@@ -67,7 +71,7 @@ def test_uint8_input_is_nhwc_padded_with_the_mean_colour():
 def test_stored_pixels_resized_then_turned_equal_upright_pixels_resized(orientation, scale, wire):
     """Filling from the stored pixels with their EXIF orientation gives the input the upright
     pixels give: the slot is written in place, the padding untouched by the turn."""
-    stored = np.random.default_rng(orientation).integers(0, 255, (90, 131, 3), dtype=np.uint8)
+    stored = np.random.default_rng(orientation).integers(0, 255, (91, 131, 3), dtype=np.uint8)  # odd: part-blocks
     upright = apply_orientation(stored, orientation)
     fmt = WIRE_FORMATS[wire]
     shape = batch_shape(1, (224, 224), fmt)
@@ -87,10 +91,23 @@ def test_both_wires_time_the_resize_and_the_rest_as_the_log_names_them():
         assert sorted(timer.seconds) == ["preprocess", "resize"], wire
 
 
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_the_blocks_start_at_the_stored_corner_that_turns_into_the_upright_top_left(orientation):
+    """Pillow's own EXIF transposition (not the gateway's) says which stored corner a viewer shows
+    top-left."""
+    stored = Image.fromarray(np.arange(12, dtype=np.uint8).reshape(3, 4))
+    method = {2: "FLIP_LEFT_RIGHT", 3: "ROTATE_180", 4: "FLIP_TOP_BOTTOM", 5: "TRANSPOSE", 6: "ROTATE_270",
+              7: "TRANSVERSE", 8: "ROTATE_90"}.get(orientation)  # fmt: skip
+    upright = stored.transpose(getattr(Image.Transpose, method)) if method else stored
+    row, column = divmod(int(np.asarray(upright)[0, 0]), 4)
+    assert stored_origin(orientation) == (row == 2, column == 3)
+
+
 def test_a_one_pixel_strip_stays_one_pixel_wide():
-    assert rescale(np.zeros((100, 1, 3), np.uint8), 0.5).shape == (50, 1, 3)
-    assert rescale(np.zeros((1, 100, 3), np.uint8), 0.5).shape == (1, 50, 3)
-    assert rescale(np.zeros((1000, 1, 3), np.uint8), 0.1).shape == (100, 1, 3)  # blocks no wider than it
+    assert rescale(np.zeros((100, 1, 3), np.uint8), 0.5, 1).shape == (50, 1, 3)
+    assert rescale(np.zeros((1, 100, 3), np.uint8), 0.5, 1).shape == (1, 50, 3)
+    assert rescale(np.zeros((1000, 1, 3), np.uint8), 0.1, 1).shape == (100, 1, 3)  # blocks no wider than it
+    assert rescale(np.zeros((1, 1000, 3), np.uint8), 0.1, 1).shape == (1, 100, 3)  # nor taller
     for wire in WIRE_FORMATS.values():  # resized straight into the slot: the same
         for strip, content, padding in (
             (np.full((100, 1, 3), 200, np.uint8), np.s_[:50, :1], np.s_[:50, 1:2]),
@@ -107,7 +124,7 @@ def test_shrinking_below_half_averages_away_what_sampling_would_alias():
     pixels it covers (sampling them, as bilinear alone does, keeps black and white)."""
     board = np.dstack([(np.indices((300, 400)).sum(axis=0) % 2 * 255).astype(np.uint8)] * 3)
     for scale in (0.45, 1 / 3, 0.3, 0.2, 0.1, 0.05):
-        shrunk = rescale(board, scale)[..., 0].astype(float)
+        shrunk = rescale(board, scale, 1)[..., 0].astype(float)
         assert shrunk.shape == (round(300 * scale), round(400 * scale)), scale
         assert np.abs(shrunk - 127.5).max() <= 16, scale
 
@@ -118,7 +135,7 @@ def test_resizing_keeps_where_things_are_and_their_brightness(scale):
     and the picture's mean brightness is kept, enlarging, shrinking bilinearly and below half."""
     picture = np.full((600, 800, 3), 40, np.uint8)
     picture[200:300, 500:620] = 230
-    out = rescale(picture, scale)[..., 0].astype(float)
+    out = rescale(picture, scale, 1)[..., 0].astype(float)
     weights = out - 40
     rows, cols = np.indices(out.shape)
     centroid = ((cols * weights).sum() / weights.sum(), (rows * weights).sum() / weights.sum())
@@ -130,7 +147,7 @@ def test_resizing_keeps_where_things_are_and_their_brightness(scale):
 def test_enlarging_interpolates():
     edge = np.dstack([np.array([[0, 0, 255, 255]], np.uint8)] * 3)
     for factor in (1.5, 4.0):
-        row = rescale(edge, factor)[0, :, 0]
+        row = rescale(edge, factor, 1)[0, :, 0]
         assert len(set(row.tolist()) - {0, 255}) >= 1, factor  # levels between black and white
 
 
