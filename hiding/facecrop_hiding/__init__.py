@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 import cv2
 import numpy as np
@@ -123,6 +124,26 @@ def region_alpha(height: int, width: int, shape: str, feathered: bool) -> np.nda
     return inside
 
 
+KEPT_MASK_PIXELS = 64 * 64  # masks of regions this small (a crowd's faces, most of one size or another) are kept
+
+
+def blend_weights(height: int, width: int, shape: str, feathered: bool) -> tuple[np.ndarray, np.ndarray]:
+    """`region_alpha` and 1 minus it, the weights of the hidden and the original pixels; a small
+    region's are kept, read-only, for the next region of its size (a crowd photo hides hundreds)."""
+    if height * width <= KEPT_MASK_PIXELS:
+        return _kept_weights(height, width, shape, feathered)
+    alpha = region_alpha(height, width, shape, feathered)
+    return alpha, 1 - alpha
+
+
+@lru_cache(maxsize=256)
+def _kept_weights(height: int, width: int, shape: str, feathered: bool) -> tuple[np.ndarray, np.ndarray]:
+    alpha = region_alpha(height, width, shape, feathered)
+    inverse = 1 - alpha
+    alpha.flags.writeable = inverse.flags.writeable = False
+    return alpha, inverse
+
+
 def hidden_share(boxes: np.ndarray, hiding: Hiding, size: tuple[int, int]) -> float:
     """The share of a picture of `size` (width, height) inside the regions that hide `boxes`, as
     hide_faces draws them (before feathering), each pixel counted once where they overlap."""
@@ -144,7 +165,7 @@ def hide_faces(pixels: np.ndarray, boxes: np.ndarray, hiding: Hiding) -> np.ndar
         if x2 <= x1 or y2 <= y1:
             continue
         patch = pixels[y1:y2, x1:x2]
-        alpha = region_alpha(y2 - y1, x2 - x1, hiding.shape, feathered=hiding.method != "fill")
+        alpha, inverse = blend_weights(y2 - y1, x2 - x1, hiding.shape, hiding.method != "fill")
         hidden = hide(patch, max(1, round(hiding.strength * side / 2)))
-        patch[...] = cv2.blendLinear(hidden, patch, alpha, 1 - alpha)  # one pass, no float copies
+        patch[...] = cv2.blendLinear(hidden, patch, alpha, inverse)  # one pass, no float copies
     return pixels

@@ -12,7 +12,9 @@ from facecrop_hiding import (
     CONFIDENT,
     FEATHER,
     IMPLAUSIBLE_SIZE,
+    KEPT_MASK_PIXELS,
     Hiding,
+    blend_weights,
     hidden_share,
     hide_faces,
     plausible,
@@ -238,3 +240,16 @@ def test_a_stack_blur_of_any_radius_is_opencv_s_on_float_pixels(kernel):
     if max(kernel) <= 2 * STACK_BLUR_MAX + 1:
         assert np.array_equal(got, cv2.stackBlur(pixels, kernel))
     assert got.shape == pixels.shape and np.abs(got - expected).max() <= 2
+
+
+def test_small_regions_blend_weights_are_kept_read_only_and_large_ones_made_each_time():
+    """A crowd's hundreds of small faces reuse their masks (the same arrays, which no one may change);
+    a large region's are made afresh, so kept masks stay small; kept or not, they are the region's."""
+    for height, width, kept in ((20, 30, True), (64, 64, True), (65, 64, False), (300, 200, False)):
+        alpha, inverse = blend_weights(height, width, "ellipse", True)
+        np.testing.assert_array_equal(alpha, region_alpha(height, width, "ellipse", True))
+        np.testing.assert_array_equal(inverse, 1 - alpha)
+        again = blend_weights(height, width, "ellipse", True)
+        assert (again[0] is alpha and again[1] is inverse) == kept, (height, width)
+        assert alpha.flags.writeable != kept and inverse.flags.writeable != kept
+    assert KEPT_MASK_PIXELS == 64 * 64
