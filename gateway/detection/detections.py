@@ -74,7 +74,7 @@ LANDMARKS_JSON = ', "landmarks": {' + ", ".join(f'"{name}": [%s, %s]' for name i
 
 def faces_json(detections: Detections, with_landmarks: bool) -> str:
     """The API's face objects as a JSON array, the text json.dumps makes of them (written directly:
-    a crowd's hundreds of objects cost a tenth as much): percent confidence to three decimals,
+    a crowd's hundreds of objects cost a quarter as much): percent confidence to three decimals,
     integer rectangle and landmark points."""
     corners = np.rint(detections.boxes).astype(int)
     columns = [corners[:, :2], corners[:, 2:] - corners[:, :2]]
