@@ -132,16 +132,20 @@ def blend_weights(height: int, width: int, shape: str, feathered: bool) -> tuple
     region's are kept, read-only, for the next region of its size (a crowd photo hides hundreds)."""
     if height * width <= KEPT_MASK_PIXELS:
         return _kept_weights(height, width, shape, feathered)
+    return _weights(height, width, shape, feathered)
+
+
+def _weights(height: int, width: int, shape: str, feathered: bool) -> tuple[np.ndarray, np.ndarray]:
     alpha = region_alpha(height, width, shape, feathered)
     return alpha, 1 - alpha
 
 
 @lru_cache(maxsize=256)
 def _kept_weights(height: int, width: int, shape: str, feathered: bool) -> tuple[np.ndarray, np.ndarray]:
-    alpha = region_alpha(height, width, shape, feathered)
-    inverse = 1 - alpha
-    alpha.flags.writeable = inverse.flags.writeable = False
-    return alpha, inverse
+    weights = _weights(height, width, shape, feathered)
+    for array in weights:
+        array.flags.writeable = False
+    return weights
 
 
 def hidden_share(boxes: np.ndarray, hiding: Hiding, size: tuple[int, int]) -> float:
