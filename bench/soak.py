@@ -26,11 +26,11 @@ fitted through the second half's settled samples may change by at most +-5 % of 
 the half. A line through every sample cannot judge this: single samples swing by 100 MiB and more
 with the bursts (12 MP buffers, tiles), so its slope's standard error is itself about 6 % of the
 mean (the output prints it) and the verdict would be a coin toss. The /dev/shm regions swing
-with the bursts too, and at rest hold 17-22 MiB of pages whichever requests came last; what must
-hold at every sample at rest is the pool's promise (gateway/triton/client.py): at most
-KEPT_REGION_BYTES of idle regions per worker, at most WARM_REGION_BYTES of them with their pages
-(a region not given back breaks the first, a page kept past the budget the second). Every sample
-is written to build/soak-samples.json.
+with the bursts too, and at rest hold more or fewer pages as the last requests left them (two
+samples' difference is another coin toss); what must hold at every sample at rest is the pool's
+promise (gateway/triton/client.py): at most KEPT_REGION_BYTES of idle regions per worker, at most
+WARM_REGION_BYTES of them with their pages (a region not given back breaks the first, a page kept
+past the budget the second). Every sample is written to build/soak-samples.json.
 """
 
 from __future__ import annotations
