@@ -62,7 +62,7 @@ from evaluation.images import png_declaring
 from evaluation.sources import animation, encoded_as
 from gateway.imaging.profiles import DISPLAY_P3
 from gateway.triton.client import KEPT_REGION_BYTES, WARM_REGION_BYTES
-from gateway.triton.shm import NAME_PREFIX, SHM_DIR
+from gateway.triton.shm import NAME_PREFIX, SHM_DIR, owner
 from local_triton import BUILD_DIR
 from local_triton.allocators import ALLOCATORS
 from local_triton.processes import SHARED_FACES, Gateway, child_pids, memory_mib, running_gateway, running_stack
@@ -194,7 +194,7 @@ def shm_regions(pids: list[int]) -> Regions:
     stats = [
         path.stat()
         for path in SHM_DIR.glob(f"{NAME_PREFIX}*")
-        if any(path.name.split("-")[-2] == str(pid) for pid in pids)
+        if (made_by := owner(path.name)) is not None and made_by[1] in pids
     ]
     return Regions(sum(s.st_blocks * 512 for s in stats) / 2**20, sum(s.st_size for s in stats) / 2**20)
 
