@@ -5,7 +5,8 @@ class gets the one cached answer, of the class's format, whatever else the heade
 type, a q-value, an order). slow-connection-quality's client hints become one class of the key too.
 
 The configuration is the committed file with only the addresses replaced (the gateway's, the port,
-the cache folder): a change to anything else in it is tested as written.
+the cache folder) and an access log added (each request's cache status, printed when a cache
+assertion fails): a change to anything else in it is tested as written.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 import requests
@@ -71,12 +73,31 @@ HINTS = [
 ]
 
 
+# Each request's cache status, upstream status and times, per worker: what a failed cache
+# assertion prints (the committed file logs nothing).
+ACCESS_LOG = (
+    'log_format cache_probe "$msec pid=$pid cache=$upstream_cache_status upstream=$upstream_status '
+    '$upstream_response_time s request=$request_time s class=$facecrop_accept accept=[$http_accept]";\n'
+    "  access_log {folder}/access.log cache_probe;"
+)
+
+
+class Proxy(NamedTuple):
+    url: str
+    folder: Path
+
+    def logs(self) -> str:
+        """nginx's access and error logs, for an assertion's message."""
+        return "\n".join(f"{name}:\n{(self.folder / name).read_text()}" for name in ("access.log", "error.log"))
+
+
 def configuration(gateway: str, port: int, folder: Path) -> str:
     """deploy/proxy/nginx.conf with the compose addresses replaced by loopback ones, nginx's own
-    files (pid, temporary files) in `folder`, its workers run as this user (as root, nginx would run
-    them as nobody, who cannot enter pytest's folders)."""
+    files (pid, temporary files, an access log) in `folder`, its workers run as this user (as root,
+    nginx would run them as nobody, who cannot enter pytest's folders)."""
     text = NGINX_CONF.read_text()
     replaced = {
+        "access_log off;": ACCESS_LOG.format(folder=folder),
         "listen 8080;": f"listen 127.0.0.1:{port};",
         "set $gateway http://gateway:8080;": f"set $gateway {gateway};",
         "proxy_cache_path /var/cache/nginx/facecrop ": f"proxy_cache_path {folder}/cache ",
@@ -115,7 +136,7 @@ def running_proxy(gateway: str, folder: Path) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def proxy(stack, tmp_path_factory) -> Iterator[str]:
+def proxy(stack, tmp_path_factory) -> Iterator[Proxy]:
     originals = tmp_path_factory.mktemp("originals")
     astronaut().save(originals / "astronaut.jpg", quality=90)
     folder = tmp_path_factory.mktemp("nginx")
@@ -123,7 +144,7 @@ def proxy(stack, tmp_path_factory) -> Iterator[str]:
         running_gateway(stack.triton_grpc, {"FACECROP_ORIGIN": str(originals)}, name="proxy") as gateway,
         running_proxy(gateway.url, folder) as url,
     ):
-        yield url
+        yield Proxy(url, folder)
 
 
 def fetched(url: str, headers: dict[str, str | None]) -> tuple[str, bytes, str]:
@@ -141,9 +162,9 @@ def test_format_auto_is_cached_by_the_accept_class_the_gateway_answered(proxy):
     first: dict[str, bytes] = {}
     for accept, expected in ACCEPTS:
         expected = expected if AVIF_AVAILABLE or expected != "avif" else "webp"
-        fmt, data, cache = fetched(proxy + AUTO, {"Accept": accept})  # None: no Accept
+        fmt, data, cache = fetched(proxy.url + AUTO, {"Accept": accept})  # None: no Accept
         assert fmt == expected, (accept, fmt)
-        assert cache == ("HIT" if expected in first else "MISS"), (accept, cache)
+        assert cache == ("HIT" if expected in first else "MISS"), f"{accept!r}: {cache}\n{proxy.logs()}"
         assert data == first.setdefault(expected, data), accept
 
 
@@ -152,8 +173,8 @@ def test_slow_connection_hints_are_one_class_of_the_key(proxy):
     them), the others the usual quality's."""
     first: dict[bool, bytes] = {}
     for hints, slow in HINTS:
-        _, data, cache = fetched(proxy + SLOW, hints)
-        assert cache == ("HIT" if slow in first else "MISS"), (hints, cache)
+        _, data, cache = fetched(proxy.url + SLOW, hints)
+        assert cache == ("HIT" if slow in first else "MISS"), f"{hints}: {cache}\n{proxy.logs()}"
         assert data == first.setdefault(slow, data), hints
     assert len(first[True]) < len(first[False]) * 0.7, "quality 20 is not smaller than quality 90"
 
