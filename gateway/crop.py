@@ -86,7 +86,7 @@ def region_size(box: np.ndarray | None, zoom: float, image: tuple[int, int]) -> 
 def widen_to_aspect(size: tuple[float, float], aspect: float, image: tuple[int, int]) -> tuple[float, float]:
     """Grow one side so width / height == `aspect`; if that overflows the image, the largest such region that fits."""
     width, height = size
-    if width / height < aspect:
+    if width < height * aspect:  # not width / height: a face box at the image's edge can be 0 high
         width = height * aspect
     else:
         height = width / aspect

@@ -66,6 +66,12 @@ def test_region_is_widened_never_shrunk_to_the_output_aspect():
     assert widen_to_aspect((400, 400), 2.0, SQUARE) == (800, 400)
 
 
+def test_a_region_with_no_height_is_widened_to_the_aspect_without_dividing_by_it():
+    """Faces rounded to whole pixels at the image's bottom edge are 0 high (floats: a division raises)."""
+    assert widen_to_aspect((400.0, 0.0), 2.0, SQUARE) == (400, 200)
+    assert widen_to_aspect((0.0, 0.0), 2.0, SQUARE) == (0, 0)
+
+
 def test_a_tall_region_in_a_wide_image_becomes_the_largest_fitting_one():
     # 3:4 portrait output from a 1600 x 900 image whose faces span the full height
     assert widen_to_aspect((200, 900), 0.75, (1600, 900)) == (675, 900)
