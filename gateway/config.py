@@ -12,6 +12,7 @@ from typing import Any
 from gateway.decode import MAX_SIDE
 from gateway.detection.detectors import JOINT, KINDS, JointModel, every_wire_format
 from gateway.imaging.animation import MAX_ANIMATION_PIXELS
+from gateway.params import MAX_CROP_SIDE
 from gateway.placement import SIZE_POWER
 from gateway.triton.wire import WIRE_FORMAT_NAMES
 
@@ -202,7 +203,7 @@ def variable(item: Field) -> str:
     return PREFIX + item.name.upper()
 
 
-LIMITS = {"max_animation_pixels": MAX_ANIMATION_PIXELS}  # limits that are no setting, named in prose
+LIMITS = {"max_animation_pixels": MAX_ANIMATION_PIXELS, "max_crop_side": MAX_CROP_SIDE}  # no setting, named in prose
 NAMED = re.compile(r"\{([a-z_]+)\}")
 
 

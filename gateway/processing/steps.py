@@ -11,6 +11,7 @@ from dataclasses import replace
 import numpy as np
 
 from facecrop_hiding import CONFIDENT
+from gateway.config import Settings
 from gateway.crop import CropPlan, Rect, plan_crop
 from gateway.decode import ImageHeader, decode_image
 from gateway.detection.detections import Detections
@@ -59,12 +60,12 @@ def load(work: Work) -> None:
 
 def frame_bound(work: Work) -> tuple[int, int]:
     """The size of the answer's frames before any is decoded: the window, centred, without faces
-    (refused as `plan` refuses it where it is over the pixel limit)."""
+    (refused as `plan` refuses it where it is over the pixel or side limit)."""
     geometry, window = work.request.geometry, work.request.window
     turned = turned_size(trim_rect(geometry.trim, work.header.upright_size, geometry.dpr), geometry.rotate)
     if window is None:
         return turned
-    return within_limit(centred(window, turned), work.settings.max_pixels).size
+    return within_limits(centred(window, turned), window, work.settings).size
 
 
 def centred(window: CropOptions, size: tuple[int, int]) -> CropPlan:
@@ -72,11 +73,16 @@ def centred(window: CropOptions, size: tuple[int, int]) -> CropPlan:
     return plan_crop(NO_BOXES, size, replace(window, gravity=CENTRE))
 
 
-def within_limit(plan: CropPlan, max_pixels: int) -> CropPlan:
-    """`plan`, unless its output is over `max_pixels` (400 output_too_large)."""
+def within_limits(plan: CropPlan, window: CropOptions, settings: Settings) -> CropPlan:
+    """`plan`, unless its output is over the pixel limit or has a side over the window's longest
+    (or FACECROP_MAX_SIDE): 400 output_too_large. A side that follows the region's aspect ratio is
+    bounded too: a thin region enlarged is refused, never made wider than an encoder can write."""
     width, height = plan.size
-    if width * height > max_pixels:
-        raise OutputTooLarge(f"a {width}x{height} output is more than the limit of {max_pixels} pixels")
+    if width * height > settings.max_pixels:
+        raise OutputTooLarge(f"a {width}x{height} output is more than the limit of {settings.max_pixels} pixels")
+    max_side = min(window.max_side, settings.max_side)
+    if max(width, height) > max_side:
+        raise OutputTooLarge(f"a {width}x{height} output has a side over the limit of {max_side} pixels")
     return plan
 
 
@@ -168,7 +174,7 @@ def turned_picture(work: Work) -> np.ndarray:
 
 def plan(work: Work) -> None:
     """Where the window goes and the output's size (the picture whole where there is no crop),
-    refusing an output over the pixel limit (400), and an animation whose frames of that size cost
+    refusing an output over the pixel or side limit (400), and an animation whose frames of that size cost
     too much (413)."""
     window, settings = work.request.window, work.settings
     if window is None:
@@ -176,8 +182,8 @@ def plan(work: Work) -> None:
     else:
         assert work.focus is not None
         options = replace(window, gravity=work.focus.gravity)
-        work.plan = within_limit(
-            plan_crop(work.focus.boxes, work.size, options, settings.placement_power), settings.max_pixels
+        work.plan = within_limits(
+            plan_crop(work.focus.boxes, work.size, options, settings.placement_power), window, settings
         )
     if work.animation is not None:
         check_cost(len(work.animation.frames), work.size, work.plan.size, settings.max_animation_frames)

@@ -278,6 +278,7 @@ def parse_url_options(segment: str) -> UrlOptions:
         zoom=parsed["zoom"],
         faces=parsed["faces"],
         fit=parsed["fit"],
+        max_side=MAX_SIDE,
     )
     shown = {name: value for name, value in parsed.items() if name not in NOT_IN_OUTPUT}
     gravity = parsed["gravity"]  # a point however spelt (center, left, XxY), else face or auto

@@ -21,6 +21,19 @@ def test_an_output_over_the_pixel_limit_is_refused(client):
     assert response.json["error"]["code"] == "output_too_large"
 
 
+def test_a_side_that_follows_the_regions_aspect_is_bounded_at_4096_as_a_given_side_is(client):
+    """height alone: the width follows the 4:3 region, 4096 at most (what the memory bounds in
+    docs/operating.md count on), 5461 refused."""
+    made = client.post("/v1/crop?height=3072&format=jpeg", data=jpeg(400, 300), content_type="image/jpeg")
+    assert Image.open(io.BytesIO(made.data)).size == (4096, 3072)
+    refused = client.post("/v1/crop?height=3073", data=jpeg(400, 300), content_type="image/jpeg")
+    assert refused.status_code == 400
+    assert refused.json["error"] == {
+        "code": "output_too_large",
+        "message": "a 4097x3073 output has a side over the limit of 4096 pixels",
+    }
+
+
 def test_no_size_returns_the_region_at_its_own_resolution(client):
     response = client.post("/v1/crop?format=png", data=jpeg(400, 300), content_type="image/jpeg")
     assert response.headers["X-Crop-Rect"] == "0,0,400,300"

@@ -588,6 +588,27 @@ def test_an_animations_output_over_the_pixel_limit_is_refused_as_a_stills_is(ori
         assert response.status_code == 400 and response.json["error"]["code"] == "output_too_large", source
 
 
+@pytest.mark.parametrize("fmt", ["webp", "avif", "jpeg", "png", "json"])
+def test_a_side_that_follows_a_thin_regions_aspect_is_bounded_as_a_given_side_is(originals, fmt):
+    """height alone enlarges a 100x2 strip 120 times to 12000x240 (Cloudflare's longest side, and
+    wider than AVIF's: WebP instead), made; one row more makes it 12050 wide, 400
+    output_too_large in every format (before, WebP's 16383 and JPEG's 65535 were found by the
+    encoders: 500)."""
+    (originals / "strip.png").write_bytes(encoded(Image.new("RGB", (100, 2), (30, 60, 90)), "PNG"))
+    client = url_client(originals)
+    made = url_get(client, f"height=240,fit=scale-up,format={fmt}/strip.png")
+    assert made.status_code == 200, made.json
+    if fmt != "json":
+        assert picture(made).size == (12000, 240)
+    for options in ("height=241,fit=scale-up", "height=241,fit=contain", "height=241,fit=cover"):
+        refused = url_get(client, f"{options},format={fmt}/strip.png")
+        assert refused.status_code == 400, (options, refused.status_code)
+        assert refused.json["error"] == {
+            "code": "output_too_large",
+            "message": "a 12050x241 output has a side over the limit of 12000 pixels",
+        }
+
+
 @pytest.mark.parametrize("raw", ["//team/a.jpg", "///team/a.jpg", "/team/a.jpg"])
 def test_leading_slashes_stay_on_the_http_origins_host_and_path(raw):
     """`//team/a.jpg` is a path on the origin, never a host (a URL join would read it as one)."""
