@@ -60,8 +60,20 @@ class Parameter:
     choices: tuple[str, ...] = field(default_factory=tuple)
 
 
+# Candidates under this confidence (percent) are never kept, whatever min_confidence says: they are
+# noise, and only cost. A 1 MP crowd photo at detail=high: 13,550 of them at min_confidence=0 (8 s
+# of suppression), 1,420 at 0.5 (25 ms); the evaluations' lowest threshold is 2.
+MIN_CANDIDATE_CONFIDENCE = 0.5
+
 DETECT = (
-    Parameter("min_confidence", "number", 50.0, "Lowest confidence reported, in percent.", 0, 100),
+    Parameter(
+        "min_confidence",
+        "number",
+        50.0,
+        f"Lowest confidence reported, in percent (under {MIN_CANDIDATE_CONFIDENCE:g}: {MIN_CANDIDATE_CONFIDENCE:g}).",
+        0,
+        100,
+    ),
     Parameter("max_faces", "integer", 100, "Most faces reported (highest confidence first).", 1, MOST_FACES),
     Parameter("min_face_size", "number", 0.0, "Shortest side of a reported face, in original pixels.", 0, 1_000_000),
     Parameter("landmarks", "boolean", True, "Include the five facial landmarks."),
@@ -187,6 +199,11 @@ class DetectOptions:
     min_face_size: float = default(DETECT, "min_face_size")
     landmarks: bool = default(DETECT, "landmarks")
     detail: str = default(DETECT, "detail")
+
+    @property
+    def min_score(self) -> float:
+        """The lowest score (0-1) a candidate keeps: min_confidence, never under MIN_CANDIDATE_CONFIDENCE."""
+        return max(self.min_confidence, MIN_CANDIDATE_CONFIDENCE) / 100
 
 
 # Cloudflare's fits: those that crop follow gravity and zoom; the others keep the whole image.

@@ -103,7 +103,7 @@ def run_detection(
     both_at_once = options.detail == "high"  # where there is a tiled pass
     image = decode_image(data, header, max(standard, tiled or 0) if both_at_once else standard, timer, background)
     plan = plan_input(*image.shape, target, settings.pad_multiple)
-    min_score = options.min_confidence / 100
+    min_score = options.min_score
     models = detectors.first_pass(options.detail)
     tiled_models = detectors.tiled_pass() if tiled is not None else ()
     tiled_faces: dict[str, Detections] = {}
@@ -231,7 +231,7 @@ def detect_frames(
             for frame in range(len(chunk)):
                 faces = {
                     d.name: finish(
-                        d.kind.candidates(outputs[d.name][frame], plan.size, options.min_confidence / 100).scaled(
+                        d.kind.candidates(outputs[d.name][frame], plan.size, options.min_score).scaled(
                             (0, 0), plan.scale
                         ),
                         (height, width),

@@ -92,5 +92,5 @@ def detect_faces(
     `input_shape` is the (padded) model input's (H, W), `scale` the model-input pixels per
     original pixel and `image_shape` the original (H, W) that results are clipped to.
     """
-    found = decode(outputs, input_shape, options.min_confidence / 100).scaled((0, 0), scale)
+    found = decode(outputs, input_shape, options.min_score).scaled((0, 0), scale)
     return finish(found, image_shape, options)

@@ -37,6 +37,7 @@ from evaluation.origins import photo_origin, trap
 from evaluation.service import inferences
 from facecrop_client import image_url
 from gateway.config import Settings
+from gateway.params import MIN_CANDIDATE_CONFIDENCE
 from gateway.url.caching import EtagSealer, describe
 from gateway.url.options import parse_url_options
 from local_triton.processes import child_pids, free_port, running_gateway
@@ -539,6 +540,19 @@ def turned(picture: Image.Image, steps: tuple) -> Image.Image:
         else:
             picture = picture.transpose(step)
     return picture
+
+
+def test_an_animations_frames_under_the_candidate_floor_are_hidden_as_at_the_floor(public):
+    """Each frame of an animation is searched on its own (gateway/detection/passes.py's detect_frames):
+    a min-confidence under MIN_CANDIDATE_CONFIDENCE hides what the floor hides, as a still's does."""
+
+    def hidden(min_confidence: float) -> bytes:
+        answer = get(public.url, f"anonymize=blur,min-confidence={min_confidence},format=webp/moving.webp")
+        assert answer.status_code == 200, answer.text
+        assert Image.open(io.BytesIO(answer.content)).n_frames > 1
+        return answer.content
+
+    assert hidden(0) == hidden(MIN_CANDIDATE_CONFIDENCE) != hidden(2)
 
 
 @pytest.mark.parametrize("options", sorted(TURNS))

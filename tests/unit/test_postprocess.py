@@ -15,7 +15,7 @@ from gateway.detection.postprocess import (
     tile_candidates,
 )
 from gateway.detection.retinaface import WIRE_FORMATS, candidates, decode_boxes, decode_landmarks, priors
-from gateway.params import DetectOptions
+from gateway.params import MIN_CANDIDATE_CONFIDENCE, DetectOptions
 
 
 @pytest.mark.parametrize("height,width", [(1024, 1024), (768, 1024), (1024, 256), (100, 60)])
@@ -118,6 +118,19 @@ def test_detections_are_mapped_back_to_original_pixels():
     assert face["confidence"] == 97.0
     assert face["face_rectangle"]["width"] == 128
     assert set(face["landmarks"]) == {"left_eye", "right_eye", "nose", "mouth_left", "mouth_right"}
+
+
+def test_candidates_under_the_candidate_floor_are_never_kept():
+    """min_confidence=0 keeps what MIN_CANDIDATE_CONFIDENCE keeps: a candidate just over it, not one
+    just under it (anchors far apart, so suppression keeps both where both pass)."""
+    anchors = priors(256, 1024)
+    small = np.flatnonzero(anchors[:, 2] == 16 / 1024)
+    floor = MIN_CANDIDATE_CONFIDENCE / 100
+    outputs = synthetic_outputs((256, 1024), {int(small[0]): floor * 1.01, int(small[-1]): floor * 0.99})
+    kept = detect_faces(candidates, outputs, (256, 1024), 1.0, (256, 1024), DetectOptions(min_confidence=0))
+    assert kept.scores.tolist() == pytest.approx([floor * 1.01])
+    assert DetectOptions(min_confidence=0).min_score == DetectOptions(min_confidence=0.3).min_score == floor
+    assert DetectOptions(min_confidence=12).min_score == pytest.approx(0.12)
 
 
 def test_boxes_are_clipped_to_the_image_and_filtered_by_options():
