@@ -35,6 +35,7 @@ from gateway.imaging.orientation import apply_orientation
 from gateway.timing import StageTimer
 
 EXIF_ORIENTATION_TAG = 0x0112
+EMPTY_IMAGE = "the image is empty (0 bytes)"
 MAX_SIDE = 12_000  # Cloudflare's limit on each side of a source (FACECROP_MAX_SIDE)
 FORMAT_ALIASES = {"MPO": "JPEG"}  # read as the format of the picture it is read as
 OPENCV_FORMATS = frozenset({"JPEG", "PNG", "WEBP"})  # opaque 8-bit ones: OpenCV, else Pillow (TIFF too:
@@ -115,7 +116,7 @@ class DecodedImage:
 def read_header(data: bytes, max_pixels: int, max_side: int = MAX_SIDE) -> ImageHeader:
     """Format, size, EXIF orientation and colour from the header alone; nothing is decoded yet."""
     if not data:
-        raise MissingImage("the image is empty (0 bytes)")
+        raise MissingImage(EMPTY_IMAGE)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # Pillow warns of bombs (refused below) and of malformed MPOs

@@ -6,6 +6,7 @@ import io
 
 from flask import Request
 
+from gateway.decode import EMPTY_IMAGE
 from gateway.errors import InvalidParameter, MissingImage
 
 FORM_MIMETYPES = frozenset({"multipart/form-data", "application/x-www-form-urlencoded"})
@@ -22,21 +23,24 @@ class InMemoryRequest(Request):
         return io.BytesIO()
 
 
+HOW_TO_SEND = "send the image as multipart form field 'image' or as the request body with an image/* content type"
+
+
 def read_image_bytes(request: Request) -> bytes:
     """The image: multipart field `image`, or the raw body sent with an image/* content type."""
     if request.mimetype in FORM_MIMETYPES:
         files = request.files.getlist("image")
         if len(files) > 1:
             raise InvalidParameter("image", "was given more than once")
-        data = files[0].read() if files else b""
+        if not files:
+            raise MissingImage(HOW_TO_SEND)
+        data = files[0].read()
     elif request.mimetype.startswith("image/") or request.mimetype in RAW_MIMETYPES:
         data = _raw_body(request)
     else:
-        data = b""
+        raise MissingImage(HOW_TO_SEND)
     if not data:
-        raise MissingImage(
-            "send the image as multipart form field 'image' or as the request body with an image/* content type"
-        )
+        raise MissingImage(EMPTY_IMAGE)  # sent as it should be, but a file of 0 bytes
     return data
 
 
