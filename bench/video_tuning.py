@@ -36,7 +36,7 @@ from bench.workload import report_command
 from evaluation.hidden import DETAIL_KEPT, INNER, deface_regions, detail, region_mask
 from facecrop_client import Client
 from facecrop_client.presets import FAST as PRESET_FAST
-from facecrop_client.video import CRF, SPEED_OPTIONS, detect_frame, held, video_encoder
+from facecrop_client.video import CRF, ENCODERS, SPEED_OPTIONS, detect_frame, held
 from facecrop_hiding import Hiding, hidden_share, hide_faces, plausible
 from local_triton.processes import SHARED_FACES
 
@@ -139,10 +139,10 @@ def encoded_again(frames_bgr: list[np.ndarray]) -> Iterator[np.ndarray]:
     """The frames through the client's encoder (libx264 at its defaults) and back, in grey: what a
     viewer of the output sees (compression puts back some detail a blur took out of small faces)."""
     height, width = frames_bgr[0].shape[:2]
-    encoder = av.CodecContext.create(video_encoder("h264"), "w")
+    encoder = av.CodecContext.create(ENCODERS["h264"], "w")
     encoder.width, encoder.height, encoder.pix_fmt = width, height, "yuv420p"
     encoder.time_base = Fraction(1, 25)
-    encoder.options = {"crf": str(CRF), **SPEED_OPTIONS[video_encoder("h264")]}
+    encoder.options = {"crf": str(CRF), **SPEED_OPTIONS[ENCODERS["h264"]]}
     decoder = av.CodecContext.create("h264", "r")
     for index, pixels in enumerate([*frames_bgr, None]):
         frame = None

@@ -39,7 +39,9 @@ JPEG_QUALITY = 90
 # constant quality (x264, x265, VP9, AV1): the shared clip's own; 18 made files 1.6x larger (docs/video.md)
 CRF = 20
 ENCODERS = {"h264": "libx264", "hevc": "libx265", "vp9": "libvpx-vp9", "vp8": "libvpx", "av1": "libsvtav1"}
-FALLBACK_ENCODER = "libx264"
+# where OUT's container cannot hold the source's codec (HEVC into WebM, say), or it has no encoder here:
+# the first of these it holds
+FALLBACK_ENCODERS = ("libx264", "libvpx-vp9", "libsvtav1")
 SPEED_OPTIONS = {
     "libx264": {"preset": "veryfast"},
     "libx265": {"preset": "veryfast"},
@@ -195,8 +197,31 @@ def first_frame_rotation(source: Path) -> int:
     return 0
 
 
-def video_encoder(codec: str) -> str:
-    return ENCODERS.get(codec, FALLBACK_ENCODER)
+def video_stream(output: av.container.OutputContainer, codec: str, rate, crf: int, target: Path) -> VideoStream:
+    """`output`'s video stream: the encoder of the source's `codec` where the container holds it, else
+    the first of FALLBACK_ENCODERS it holds (HEVC into WebM: VP9); a VideoError where it holds none."""
+    for encoder in dict.fromkeys((ENCODERS.get(codec, FALLBACK_ENCODERS[0]), *FALLBACK_ENCODERS)):
+        options = {"crf": str(crf), **SPEED_OPTIONS.get(encoder, {})}
+        try:
+            return cast(VideoStream, output.add_stream(encoder, rate=rate, options=options))
+        except ValueError:  # PyAV's word for a codec the container cannot hold
+            continue
+    raise VideoError(
+        f"{target}: the {output.format.name} container holds none of the videos this writes (H.264, HEVC, VP9, AV1): "
+        "use .mp4, .mkv, .mov or .webm"
+    )
+
+
+def copied_audio(stream: av.audio.stream.AudioStream, output: av.container.OutputContainer, target: Path):
+    """`output`'s stream for the source's audio `stream`, copied as it is; a VideoError where the
+    container cannot hold its codec (AAC into WebM), before any frame is sent."""
+    try:
+        return output.add_stream_from_template(stream)
+    except ValueError as error:
+        raise VideoError(
+            f"{target}: the {output.format.name} container cannot hold the source's {stream.codec_context.name} audio "
+            "(copied as it is): use .mp4, .mkv or .mov"
+        ) from error
 
 
 def decoded_frames(
@@ -314,14 +339,12 @@ def _hide_faces(
     except ValueError as error:  # no container for OUT's extension
         raise VideoError(f"{job.target}: {error}") from error
     with output:
-        encoder = video_encoder(source.codec_context.name)
         rate = source.average_rate or source.guessed_rate or 25
-        options = {"crf": str(job.crf), **SPEED_OPTIONS.get(encoder, {})}
-        video = cast(VideoStream, output.add_stream(encoder, rate=rate, options=options))
+        video = video_stream(output, source.codec_context.name, rate, job.crf, job.target)
         video.width, video.height = source.codec_context.width, source.codec_context.height
         video.pix_fmt = "yuv420p"
         video.time_base = video.codec_context.time_base = source.time_base  # every timestamp kept (variable rates too)
-        audio_map = {a: output.add_stream_from_template(a) for a in container.streams.audio}
+        audio_map = {a: copied_audio(a, output, job.target) for a in container.streams.audio}
         rotation = first_frame_rotation(job.source)
         if rotation:  # before the header is written, which the first audio packet may do
             video.set_display_rotation(rotation)

@@ -383,6 +383,39 @@ def test_the_output_keeps_the_codec_the_rotation_and_the_quality_asked(tmp_path)
     assert sizes[40] < sizes[10] * 0.7
 
 
+def test_a_container_that_cannot_hold_the_sources_codec_gets_the_first_one_it_holds(clip, tmp_path):
+    """HEVC into AVI (which holds no HEVC) comes out as H.264, every square hidden; H.264 into WebM
+    as VP9 (a clip without sound: WebM holds no AAC)."""
+    hevc, avi = tmp_path / "clip.mkv", tmp_path / "hidden.avi"
+    build(hevc, 4, CLIP, codec="libx265")
+    run_video(SquaresService(CLIP[0]), hidden_job(hevc, avi), Progress())
+    silent, webm = tmp_path / "silent.mkv", tmp_path / "hidden.webm"
+    build(silent, 4, CLIP)
+    run_video(SquaresService(CLIP[0]), hidden_job(silent, webm), Progress())
+    for target, codec in ((avi, "h264"), (webm, "vp9")):
+        with av.open(str(target)) as container:
+            assert container.streams.video[0].codec_context.name == codec
+        frames = decoded(target)
+        assert len(frames) == 4
+        for index, frame in enumerate(frames):
+            x, y = square_at(index, CLIP)
+            assert frame.to_ndarray(format="bgr24")[y + 5 : y + SIDE - 5, x + 5 : x + SIDE - 5].max() < DARK, target
+
+
+def test_a_container_that_cannot_hold_the_video_or_the_sound_is_told_before_any_frame(clip, tmp_path):
+    """An image format (GIF) holds no video this writes; WebM holds no AAC sound (copied as it is):
+    one line saying so and what to use, no frame sent, nothing left behind."""
+    source, _ = clip
+    for name, message in [
+        ("out.gif", "the gif container holds none of the videos this writes .*: use .mp4, .mkv, .mov or .webm"),
+        ("out.webm", "the webm container cannot hold the source's aac audio .*: use .mp4, .mkv or .mov"),
+    ]:
+        service, target = SquaresService(CLIP[0]), tmp_path / name
+        with pytest.raises(VideoError, match=message):
+            run_video(service, hidden_job(source, target), Progress())
+        assert not service.sent and not target.exists() and not partials_of(target)
+
+
 def test_a_file_without_a_video_stream_is_told_so(tmp_path):
     sound = tmp_path / "sound.m4a"
     with av.open(str(sound), "w") as output:
