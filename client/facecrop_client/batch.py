@@ -31,11 +31,6 @@ SUFFIX_FORMATS = {".jpg": "jpeg", ".jpeg": "jpeg", ".png": "png", ".webp": "webp
 PARTIAL_SUFFIX = ".partial"
 
 
-def find_images(root: Path, suffixes: frozenset[str] = IMAGE_SUFFIXES) -> list[str]:
-    """Image files (or others, by `suffixes`) under `root`, as sorted POSIX paths relative to it."""
-    return [item.name for item in Folder(root).items(suffixes)]
-
-
 class DetectSink:
     """One JSON line per image (the response plus `path`) in a JSON Lines file."""
 
@@ -262,8 +257,9 @@ def ledger_of(
 
 
 def videos_to_do(root: Path, output: Path) -> list[str]:
-    """The videos under `root` (batch --mode anonymize) whose output is not there yet."""
-    return [name for name in find_images(root, VIDEO_SUFFIXES) if not (output / name).exists()]
+    """The videos under `root` (batch --mode anonymize; none under `output`) whose output is not there yet."""
+    videos = Folder(root, output).items(VIDEO_SUFFIXES)
+    return [item.name for item in videos if not (output / item.name).exists()]
 
 
 def todo_of(source: Source, sink) -> tuple[list[Item], list[Item]]:

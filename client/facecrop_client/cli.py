@@ -264,7 +264,7 @@ def pictures(client: AnyClient, args: argparse.Namespace) -> int:
 
 def batch(client: AnyClient, args: argparse.Namespace) -> int:
     try:
-        source = source_of(args.input_dir)
+        source = source_of(args.input_dir, args.output)
     except ValueError as error:
         raise CommandError(str(error)) from error
     sink = DetectSink(args.output) if args.mode == "detect" else PictureSink(args.output, args.format, args.mode)

@@ -27,13 +27,17 @@ class Item(NamedTuple):
 
 @dataclass(frozen=True)
 class Folder:
-    """Every file of a tree, by its path under `root`."""
+    """Every file of a tree, by its path under `root`, none under `leave_out` (a batch's output
+    folder inside the tree: its outputs are no photos to do, and a second run would nest them)."""
 
     root: Path
+    leave_out: Path | None = None
 
     def items(self, suffixes: frozenset[str]) -> list[Item]:
         found = []
-        for directory, _, files in os.walk(self.root):
+        left_out = self.leave_out.resolve() if self.leave_out is not None else None
+        for directory, folders, files in os.walk(self.root):
+            folders[:] = [name for name in folders if (Path(directory) / name).resolve() != left_out]
             for name in files:
                 if Path(name).suffix.lower() in suffixes:
                     relative = (Path(directory) / name).relative_to(self.root).as_posix()
@@ -132,13 +136,14 @@ def _http() -> urllib3.PoolManager:
     return _HTTP[0]
 
 
-def source_of(text: str) -> Source:
-    """The source an INPUT argument names; ValueError (one line) where it names none."""
+def source_of(text: str, output: Path | None = None) -> Source:
+    """The source an INPUT argument names (a folder's items leave out `output`, the batch's own);
+    ValueError (one line) where it names none."""
     if text.startswith(OBJECT_STORE_SCHEMES):
         return ObjectStore(text)
     path = Path(text)
     if path.is_dir():
-        return Folder(path)
+        return Folder(path, output)
     if path.is_file():
         return ListFile(path)
     raise ValueError(f"{text}: not a folder, a list of paths or URLs, or an s3:// prefix")

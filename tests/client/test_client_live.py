@@ -153,6 +153,19 @@ def test_batch_crop_mirrors_the_tree_and_skips_what_is_done(stack, tmp_path):
     assert "6 already done" in again.stderr and "0 processed" in again.stderr
 
 
+def test_a_batch_output_inside_its_input_is_not_read_as_photos_to_do(stack, tmp_path):
+    """`facecrop batch photos photos/crops`: the second run finds every photo done, none of its own
+    crops to crop again (they were read as new photos, and nested a folder deeper each run)."""
+    names = photo_tree(tmp_path / "in", 6)
+    out = tmp_path / "in" / "crops"
+    arguments = ["batch", str(tmp_path / "in"), str(out), "--mode", "crop", "--width", "96", "--height", "96"]
+    first = run_cli(stack, *arguments)
+    assert "done: 8 images, 0 already done" in first.stderr, first.stderr
+    again = run_cli(stack, *arguments)
+    assert "done: 8 images, 6 already done, 0 processed, 2 failed" in again.stderr, again.stderr
+    assert sorted(path.relative_to(out).as_posix() for path in out.rglob("*.jpg")) == sorted(names)
+
+
 def test_batch_stops_cleanly_on_ctrl_c_and_a_rerun_finishes(stack, tmp_path):
     names = photo_tree(tmp_path / "in", 60)
     output = tmp_path / "faces.jsonl"
