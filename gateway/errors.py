@@ -89,7 +89,7 @@ class ProcessingTimeout(ApiError):
 class OutputTooLarge(ApiError):
     status, code = 400, "output_too_large"
     summary = (
-        "an output (a crop, or the picture whole) would be over {max_pixels} pixels, or have a side over "
+        "an output (a crop, or the picture whole) would be over {max_pixels} pixels, or enlarged to a side over "
         "{max_crop_side} (/v1/crop) or {max_side} (the URL form): a side that follows the region's aspect ratio too"
     )
 

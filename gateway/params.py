@@ -222,8 +222,8 @@ class CropOptions:
     faces: str = default(CROP, "faces")
     # one of Cloudflare's: cover, crop, aspect-crop, scale-down, contain, pad, squeeze (gateway/crop.py)
     fit: str = default(CROP, "fit")
-    # the output's longest side, the one that follows the region's aspect ratio included (the URL
-    # form's: Cloudflare's 12,000); FACECROP_MAX_SIDE bounds it too
+    # the longest side an output is enlarged to, the one that follows the region's aspect ratio
+    # included (the URL form's: Cloudflare's 12,000); FACECROP_MAX_SIDE bounds it too
     max_side: int = MAX_CROP_SIDE
 
     @property

@@ -74,14 +74,16 @@ def centred(window: CropOptions, size: tuple[int, int]) -> CropPlan:
 
 
 def within_limits(plan: CropPlan, window: CropOptions, settings: Settings) -> CropPlan:
-    """`plan`, unless its output is over the pixel limit or has a side over the window's longest
-    (or FACECROP_MAX_SIDE): 400 output_too_large. A side that follows the region's aspect ratio is
-    bounded too: a thin region enlarged is refused, never made wider than an encoder can write."""
+    """`plan`, unless its output is over the pixel limit, or enlarged to a side over the window's
+    longest (or FACECROP_MAX_SIDE): 400 output_too_large. The side that follows the region's aspect
+    ratio counts too: a thin region enlarged is refused, never made wider than an encoder can
+    write. The region at its own size, or shrunk, is never over the picture's sides."""
     width, height = plan.size
     if width * height > settings.max_pixels:
         raise OutputTooLarge(f"a {width}x{height} output is more than the limit of {settings.max_pixels} pixels")
     max_side = min(window.max_side, settings.max_side)
-    if max(width, height) > max_side:
+    enlarged = width > plan.region.width or height > plan.region.height
+    if enlarged and max(width, height) > max_side:
         raise OutputTooLarge(f"a {width}x{height} output has a side over the limit of {max_side} pixels")
     return plan
 

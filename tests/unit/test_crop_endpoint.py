@@ -22,8 +22,8 @@ def test_an_output_over_the_pixel_limit_is_refused(client):
 
 
 def test_a_side_that_follows_the_regions_aspect_is_bounded_at_4096_as_a_given_side_is(client):
-    """height alone: the width follows the 4:3 region, 4096 at most (what the memory bounds in
-    docs/operating.md count on), 5461 refused."""
+    """height alone: the width follows the 4:3 region, enlarged to 4096 at most, 4097 refused; a
+    region not enlarged comes back at its own size, however long its side."""
     made = client.post("/v1/crop?height=3072&format=jpeg", data=jpeg(400, 300), content_type="image/jpeg")
     assert Image.open(io.BytesIO(made.data)).size == (4096, 3072)
     refused = client.post("/v1/crop?height=3073", data=jpeg(400, 300), content_type="image/jpeg")
@@ -32,6 +32,10 @@ def test_a_side_that_follows_the_regions_aspect_is_bounded_at_4096_as_a_given_si
         "code": "output_too_large",
         "message": "a 4097x3073 output has a side over the limit of 4096 pixels",
     }
+    whole = client.post("/v1/crop?format=png", data=jpeg(6000, 40), content_type="image/jpeg")
+    assert Image.open(io.BytesIO(whole.data)).size == (6000, 40)
+    shrunk = client.post("/v1/crop?height=20&format=png", data=jpeg(6000, 40), content_type="image/jpeg")
+    assert Image.open(io.BytesIO(shrunk.data)).size == (3000, 20)
 
 
 def test_no_size_returns_the_region_at_its_own_resolution(client):
