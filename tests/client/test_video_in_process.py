@@ -384,15 +384,16 @@ def test_the_output_keeps_the_codec_the_rotation_and_the_quality_asked(tmp_path)
 
 
 def test_a_container_that_cannot_hold_the_sources_codec_gets_the_first_one_it_holds(clip, tmp_path):
-    """HEVC into AVI (which holds no HEVC) comes out as H.264, every square hidden; H.264 into WebM
-    as VP9 (a clip without sound: WebM holds no AAC)."""
-    hevc, avi = tmp_path / "clip.mkv", tmp_path / "hidden.avi"
+    """HEVC into AVI (which holds no HEVC) comes out as H.264, every square hidden, and into MKV as
+    HEVC still; H.264 into WebM as VP9 (a clip without sound: WebM holds no AAC)."""
+    hevc, avi, mkv = tmp_path / "clip.mkv", tmp_path / "hidden.avi", tmp_path / "hidden.mkv"
     build(hevc, 4, CLIP, codec="libx265")
     run_video(SquaresService(CLIP[0]), hidden_job(hevc, avi), Progress())
+    run_video(SquaresService(CLIP[0]), hidden_job(hevc, mkv), Progress())
     silent, webm = tmp_path / "silent.mkv", tmp_path / "hidden.webm"
     build(silent, 4, CLIP)
     run_video(SquaresService(CLIP[0]), hidden_job(silent, webm), Progress())
-    for target, codec in ((avi, "h264"), (webm, "vp9")):
+    for target, codec in ((avi, "h264"), (mkv, "hevc"), (webm, "vp9")):
         with av.open(str(target)) as container:
             assert container.streams.video[0].codec_context.name == codec
         frames = decoded(target)
