@@ -36,7 +36,7 @@ from bench.workload import report_command
 from evaluation.hidden import DETAIL_KEPT, INNER, deface_regions, detail, region_mask
 from facecrop_client import Client
 from facecrop_client.presets import FAST as PRESET_FAST
-from facecrop_client.video import CRF, ENCODERS, SPEED_OPTIONS, detect_frame, held
+from facecrop_client.video import CRF, ENCODER_OPTIONS, ENCODERS, detect_frame, held
 from facecrop_hiding import Hiding, hidden_share, hide_faces, plausible
 from local_triton.processes import SHARED_FACES
 
@@ -142,7 +142,7 @@ def encoded_again(frames_bgr: list[np.ndarray]) -> Iterator[np.ndarray]:
     encoder = av.CodecContext.create(ENCODERS["h264"], "w")
     encoder.width, encoder.height, encoder.pix_fmt = width, height, "yuv420p"
     encoder.time_base = Fraction(1, 25)
-    encoder.options = {"crf": str(CRF), **SPEED_OPTIONS[ENCODERS["h264"]]}
+    encoder.options = {"crf": str(CRF), **ENCODER_OPTIONS[ENCODERS["h264"]]}
     decoder = av.CodecContext.create("h264", "r")
     for index, pixels in enumerate([*frames_bgr, None]):
         frame = None

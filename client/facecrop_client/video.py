@@ -42,11 +42,12 @@ ENCODERS = {"h264": "libx264", "hevc": "libx265", "vp9": "libvpx-vp9", "vp8": "l
 # where OUT's container cannot hold the source's codec (HEVC into WebM, say), or it has no encoder here:
 # the first of these it holds
 FALLBACK_ENCODERS = ("libx264", "libvpx-vp9", "libsvtav1")
-SPEED_OPTIONS = {
+ENCODER_OPTIONS = {  # speed presets; x265 (HEVC, what phones record) says only its errors on stderr
     "libx264": {"preset": "veryfast"},
-    "libx265": {"preset": "veryfast"},
+    "libx265": {"preset": "veryfast", "x265-params": "log-level=error"},
     "libvpx-vp9": {"deadline": "realtime", "cpu-used": "8"},
 }
+EVEN_SIDES = ("libx264", "libx265")  # their 4:2:0 needs even sides: an odd one is scaled a pixel smaller
 
 
 SIGNAL_CHECK = 0.1  # seconds: how soon the main thread runs a signal handler another thread was woken for
@@ -201,7 +202,7 @@ def video_stream(output: av.container.OutputContainer, codec: str, rate, crf: in
     """`output`'s video stream: the encoder of the source's `codec` where the container holds it, else
     the first of FALLBACK_ENCODERS it holds (HEVC into WebM: VP9); a VideoError where it holds none."""
     for encoder in dict.fromkeys((ENCODERS.get(codec, FALLBACK_ENCODERS[0]), *FALLBACK_ENCODERS)):
-        options = {"crf": str(crf), **SPEED_OPTIONS.get(encoder, {})}
+        options = {"crf": str(crf), **ENCODER_OPTIONS.get(encoder, {})}
         try:
             return cast(VideoStream, output.add_stream(encoder, rate=rate, options=options))
         except ValueError:  # PyAV's word for a codec the container cannot hold
@@ -210,6 +211,27 @@ def video_stream(output: av.container.OutputContainer, codec: str, rate, crf: in
         f"{target}: the {output.format.name} container holds none of the videos this writes (H.264, HEVC, VP9, AV1): "
         "use .mp4, .mkv, .mov or .webm"
     )
+
+
+def encoded_size(encoder: str, width: int, height: int) -> tuple[int, int]:
+    """The output's size: the source's, each odd side one pixel smaller where `encoder` needs even sides
+    (an 853x480 clip comes out 852x480 in H.264; VP9 and AV1 keep it)."""
+    if encoder not in EVEN_SIDES:
+        return width, height
+    return max(2, width - width % 2), max(2, height - height % 2)
+
+
+def open_encoder(video: VideoStream, crf: int, target: Path) -> None:
+    """Open `video`'s encoder now: one that refuses the video (SVT-AV1 under 4x4 pixels, a CRF
+    out of its range) is told in one line before any frame is sent."""
+    os.environ.setdefault("SVT_LOG", "1")  # SVT-AV1 says only its errors (read once, when first opened)
+    try:
+        video.codec_context.open()
+    except av.error.FFmpegError as error:
+        raise VideoError(
+            f"{target}: the {video.name} encoder refuses a {video.width}x{video.height} video at CRF {crf} "
+            f"({error.strerror})"
+        ) from error
 
 
 def copied_audio(stream: av.audio.stream.AudioStream, output: av.container.OutputContainer, target: Path):
@@ -341,9 +363,11 @@ def _hide_faces(
     with output:
         rate = source.average_rate or source.guessed_rate or 25
         video = video_stream(output, source.codec_context.name, rate, job.crf, job.target)
-        video.width, video.height = source.codec_context.width, source.codec_context.height
+        size = source.codec_context.width, source.codec_context.height
+        video.width, video.height = encoded_size(video.codec_context.name, *size)
         video.pix_fmt = "yuv420p"
         video.time_base = video.codec_context.time_base = source.time_base  # every timestamp kept (variable rates too)
+        open_encoder(video, job.crf, job.target)
         audio_map = {a: copied_audio(a, output, job.target) for a in container.streams.audio}
         rotation = first_frame_rotation(job.source)
         if rotation:  # before the header is written, which the first audio packet may do

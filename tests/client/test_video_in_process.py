@@ -6,8 +6,12 @@ drawn; no model and no server involved."""
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -401,6 +405,75 @@ def test_a_container_that_cannot_hold_the_sources_codec_gets_the_first_one_it_ho
         for index, frame in enumerate(frames):
             x, y = square_at(index, CLIP)
             assert frame.to_ndarray(format="bgr24")[y + 5 : y + SIDE - 5, x + 5 : x + SIDE - 5].max() < DARK, target
+
+
+def test_a_clip_with_odd_sides_comes_out_a_pixel_smaller_in_h264_and_whole_in_vp8(tmp_path):
+    """x264's 4:2:0 takes only even sides: a 481x273 VP8 clip into MP4 (which holds no VP8) comes out
+    H.264 at 480x272, every square hidden; into WebM, VP8 at its own 481x273."""
+    odd = (CLIP[0] + 1, CLIP[1] + 1)
+    source, mp4, webm = tmp_path / "odd.webm", tmp_path / "hidden.mp4", tmp_path / "hidden.webm"
+    build(source, 4, odd, codec="libvpx")
+    for target, codec, size in ((mp4, "h264", CLIP), (webm, "vp8", odd)):
+        run_video(SquaresService(odd[0]), hidden_job(source, target), Progress())
+        with av.open(str(target)) as container:
+            assert container.streams.video[0].codec_context.name == codec
+        frames = decoded(target)
+        assert len(frames) == 4
+        for index, frame in enumerate(frames):
+            assert (frame.width, frame.height) == size
+            x, y = square_at(index, odd)
+            assert frame.to_ndarray(format="bgr24")[y + 5 : y + SIDE - 5, x + 5 : x + SIDE - 5].max() < DARK, target
+
+
+@pytest.mark.parametrize("encoder", sorted({*video.ENCODERS.values(), *video.FALLBACK_ENCODERS}))
+def test_every_encoder_takes_an_odd_sided_frame_at_the_size_it_is_given(encoder):
+    """The encoders themselves judge encoded_size: an 853x481 frame is encoded at it."""
+    with av.open(io.BytesIO(), "w", format="matroska") as output:
+        stream = output.add_stream(encoder, rate=FPS)
+        stream.width, stream.height = video.encoded_size(encoder, 853, 481)
+        stream.pix_fmt = "yuv420p"
+        frame = av.VideoFrame.from_ndarray(np.zeros((481, 853, 3), np.uint8), format="bgr24")
+        assert [*stream.encode(frame), *stream.encode(None)]
+
+
+def test_a_one_pixel_clip_comes_out_two_pixels_square_in_h264(tmp_path):
+    source, target = tmp_path / "dot.webm", tmp_path / "dot.mp4"
+    build(source, 2, (1, 1), codec="libvpx")
+    run_video(SquaresService(1), hidden_job(source, target), Progress())
+    assert [(frame.width, frame.height) for frame in decoded(target)] == [(2, 2), (2, 2)]
+
+
+def test_an_encoder_that_refuses_the_video_is_told_before_any_frame(clip, tmp_path):
+    source, _ = clip
+    service, target = SquaresService(CLIP[0]), tmp_path / "out.mp4"
+    with pytest.raises(VideoError, match="the libx264 encoder refuses a 480x272 video at CRF -5"):
+        run_video(service, hidden_job(source, target, crf=-5), Progress())
+    assert not service.sent and not target.exists() and not partials_of(target)
+
+
+def test_the_hevc_encoder_says_nothing_but_its_errors(tmp_path, capfd):
+    """x265 logs some 20 lines on stderr per clip unless told not to (phones record HEVC)."""
+    hevc, out = tmp_path / "clip.mkv", tmp_path / "hidden.mkv"
+    build(hevc, 2, CLIP, codec="libx265")
+    capfd.readouterr()
+    run_video(SquaresService(CLIP[0]), hidden_job(hevc, out), Progress())
+    assert "x265 [" not in capfd.readouterr().err
+
+
+def test_the_av1_encoder_says_nothing_but_its_errors():
+    """SVT-AV1 reads how much to log once per process (SVT_LOG), so this opens it in a fresh one."""
+    opens_av1 = """
+import io, pathlib, av
+from facecrop_client.video import open_encoder
+with av.open(io.BytesIO(), "w", format="matroska") as output:
+    stream = output.add_stream("libsvtav1", rate=10)
+    stream.width, stream.height, stream.pix_fmt = 64, 64, "yuv420p"
+    open_encoder(stream, 20, pathlib.Path("out.mkv"))
+"""
+    env = {key: value for key, value in os.environ.items() if key != "SVT_LOG"}
+    done = subprocess.run([sys.executable, "-c", opens_av1], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "Svt[info]" not in done.stderr
 
 
 def test_a_container_that_cannot_hold_the_video_or_the_sound_is_told_before_any_frame(clip, tmp_path):
