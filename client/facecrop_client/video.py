@@ -192,10 +192,9 @@ def held(before: list[np.ndarray], own: np.ndarray, after: list[np.ndarray]) -> 
 
 def first_frame_rotation(source: Path) -> int:
     """The display rotation in degrees the video's frames carry (its display matrix), 0 if none."""
-    with av.open(str(source)) as container:
-        for frame in container.decode(video=0):
-            return int(frame.rotation)
-    return 0
+    with av.open(str(source)) as container, closing(decoded_frames(container, None, {}, VideoSummary())) as frames:
+        first = next(frames, None)
+    return int(first.rotation) if first else 0
 
 
 def video_stream(output: av.container.OutputContainer, codec: str, rate, crf: int, target: Path) -> VideoStream:
@@ -259,7 +258,7 @@ def decoded_frames(
             continue
         try:
             yield from cast(list[av.VideoFrame], packet.decode())
-        except av.error.InvalidDataError:
+        except av.error.FFmpegError:  # invalid data, mostly; a decoder fed much of it may also answer EAGAIN
             summary.skipped += 1
 
 
@@ -279,6 +278,8 @@ def run_video(client: AnyClient, job: VideoJob, progress, stop: threading.Event 
                 _list_faces(client, job, container, partial, summary, bar, stop)
             else:
                 _hide_faces(client, job, container, partial, summary, bar, stop)
+        if not summary.frames:  # an animated WebP, say: FFmpeg reads its packets but decodes none
+            raise VideoError(f"{job.source}: no frame of its video could be decoded")
         summary.seconds = time.monotonic() - started
         os.replace(partial, job.target)
     finally:

@@ -61,13 +61,15 @@ def build(
     codec: str = "libx264",
     rotation: int = 0,
     textured: bool = False,
+    keyframes_only: bool = False,
 ) -> list[int]:
     """A clip of `frames` dark frames, each with one white square (square_at) and a large dim one
     (DIM: scored under 50 %, four times the white one's side: no face anonymizing hides), and a
     tone: the pts of each frame (with `variable`, every third frame lasts three ticks)."""
     pts, tick = [], 0
     with av.open(str(path), "w") as output:
-        video = output.add_stream(codec, rate=FPS, options={"crf": "12"} if codec == "libx264" else {})
+        options = {"crf": "12"} if codec == "libx264" else {}
+        video = output.add_stream(codec, rate=FPS, options={**options, "g": "1"} if keyframes_only else options)
         video.width, video.height, video.pix_fmt = size[0], size[1], "yuv420p"
         video.codec_context.time_base = Fraction(1, FPS)
         if rotation:
@@ -96,6 +98,25 @@ def build(
             output.mux(video.encode(frame))
         output.mux(video.encode(None))
     return pts
+
+
+def corrupted(source: Path, target: Path, bad: int, seed: int = 0) -> None:
+    """`source`'s video packets copied into `target`, the first `bad` of them turned to noise."""
+    with av.open(str(source)) as original, av.open(str(target), "w") as output:
+        stream = output.add_stream_from_template(original.streams.video[0])
+        for index, packet in enumerate(p for p in original.demux(video=0) if p.size):
+            if index < bad:
+                noise_bytes = np.random.default_rng(seed * 100 + index).integers(0, 256, packet.size, np.uint8)
+                noise = av.Packet(noise_bytes.tobytes())
+                noise.pts, noise.dts, noise.time_base, noise.is_keyframe = (
+                    packet.pts,
+                    packet.dts,
+                    packet.time_base,
+                    True,
+                )
+                packet = noise
+            packet.stream = stream
+            output.mux(packet)
 
 
 class SquaresService:
@@ -474,6 +495,37 @@ with av.open(io.BytesIO(), "w", format="matroska") as output:
     done = subprocess.run([sys.executable, "-c", opens_av1], capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "Svt[info]" not in done.stderr
+
+
+def test_a_first_frame_that_cannot_be_decoded_is_skipped_and_the_rest_hidden(tmp_path):
+    clean, source, target = tmp_path / "clean.webm", tmp_path / "torn.webm", tmp_path / "hidden.webm"
+    build(clean, 6, CLIP, codec="libvpx-vp9", keyframes_only=True)
+    corrupted(clean, source, bad=1)
+    summary = run_video(SquaresService(CLIP[0]), hidden_job(source, target), Progress())
+    assert (summary.frames, summary.skipped) == (5, 1)
+    for index, frame in enumerate(decoded(target), start=1):
+        x, y = square_at(index, CLIP)
+        assert frame.to_ndarray(format="bgr24")[y + 5 : y + SIDE - 5, x + 5 : x + SIDE - 5].max() < DARK, index
+
+
+@pytest.mark.parametrize("mode", ["anonymize", "detect"])
+def test_a_video_none_of_whose_frames_can_be_decoded_is_told_so(tmp_path, mode):
+    """Every packet noise (VP9's decoder answers EAGAIN, not only invalid data, once fed enough of it):
+    one line, nothing written."""
+    clean, source, target = tmp_path / "clean.webm", tmp_path / "noise.webm", tmp_path / "out.webm"
+    build(clean, 6, CLIP, codec="libvpx-vp9", keyframes_only=True)
+    corrupted(clean, source, bad=6, seed=2)
+    errors = set()
+    with av.open(str(source)) as noise:
+        for packet in noise.demux(video=0):
+            try:
+                packet.decode()
+            except av.error.FFmpegError as error:
+                errors.add(type(error))
+    assert errors - {av.error.InvalidDataError}, "this noise no longer makes the decoder answer EAGAIN"
+    with pytest.raises(VideoError, match=r"noise\.webm: no frame of its video could be decoded"):
+        run_video(SquaresService(CLIP[0]), hidden_job(source, target, mode=mode), Progress())
+    assert not target.exists() and not partials_of(target)
 
 
 def test_a_container_that_cannot_hold_the_video_or_the_sound_is_told_before_any_frame(clip, tmp_path):
