@@ -247,7 +247,7 @@ def copied_audio(stream: av.audio.stream.AudioStream, output: av.container.Outpu
 
 def decoded_frames(
     container: av.container.InputContainer, output, audio_map: dict, summary: VideoSummary
-) -> Iterator[av.VideoFrame]:
+) -> Generator[av.VideoFrame, None, None]:
     """The video frames in order; audio packets copied to `output` as they come; frames that fail
     to decode skipped and counted."""
     for packet in container.demux(container.streams.video[0], *audio_map):  # ends with the decoder's flush
