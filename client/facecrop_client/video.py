@@ -19,6 +19,7 @@ from collections.abc import Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import closing
 from dataclasses import dataclass, field
+from fractions import Fraction
 from itertools import islice
 from pathlib import Path
 from typing import cast
@@ -197,7 +198,9 @@ def first_frame_rotation(source: Path) -> int:
     return int(first.rotation) if first else 0
 
 
-def video_stream(output: av.container.OutputContainer, codec: str, rate, crf: int, target: Path) -> VideoStream:
+def video_stream(
+    output: av.container.OutputContainer, codec: str, rate: Fraction | None, crf: int, target: Path
+) -> VideoStream:
     """`output`'s video stream: the encoder of the source's `codec` where the container holds it, else
     the first of FALLBACK_ENCODERS it holds (HEVC into WebM: VP9); a VideoError where it holds none."""
     for encoder in dict.fromkeys((ENCODERS.get(codec, FALLBACK_ENCODERS[0]), *FALLBACK_ENCODERS)):
@@ -362,8 +365,9 @@ def _hide_faces(
     except ValueError as error:  # no container for OUT's extension
         raise VideoError(f"{job.target}: {error}") from error
     with output:
-        rate = source.average_rate or source.guessed_rate or 25
-        video = video_stream(output, source.codec_context.name, rate, job.crf, job.target)
+        # FFmpeg's guess, as its own command line takes it: the last frame lasts as long as the ones before
+        # it (the average rate of a variable-rate clip would stretch or cut it); PyAV says 24 where none
+        video = video_stream(output, source.codec_context.name, source.guessed_rate, job.crf, job.target)
         size = source.codec_context.width, source.codec_context.height
         video.width, video.height = encoded_size(video.codec_context.name, *size)
         video.pix_fmt = "yuv420p"
@@ -377,7 +381,7 @@ def _hide_faces(
         with ordered as frames:  # closed (its requests done) before the containers are
             for frame, _, found, before, after in frames:
                 boxes = held(before, found, after)
-                boxes = boxes[plausible(boxes[:, 4], boxes[:, :4])] if len(boxes) else boxes
+                boxes = boxes[plausible(boxes[:, 4], boxes[:, :4])]
                 out = frame
                 if len(boxes):
                     pixels = hide_faces(frame.to_ndarray(format="bgr24"), boxes[:, :4], job.hiding)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -42,6 +43,7 @@ SIDE = 60  # each square's side in the clip
 STEP = 6  # how far it moves right each frame
 EXACT = Hiding("fill", margin=1.0, shape="rect")  # a face's box filled black, nothing more
 DARK, WHITE = 40, 255
+BACKGROUND = (DARK + 30, DARK, DARK - 15)  # BGR, darker than any square: a frame's colours swapped would show
 SAMPLE_RATE = 16000
 LANDMARKS = ("left_eye", "right_eye", "nose", "mouth_left", "mouth_right")
 DIM, DIM_LEVEL = (230, 20, 240), 110  # (x, y, side) and grey of the large dim square
@@ -84,7 +86,7 @@ def build(
             output.mux(audio.encode(tone))
             output.mux(audio.encode(None))
         for index in range(frames):
-            pixels = np.full((size[1], size[0], 3), DARK, np.uint8)
+            pixels = np.full((size[1], size[0], 3), BACKGROUND, np.uint8)
             if textured:  # fine grain, darker than any square: what a higher CRF gives up
                 pixels += np.random.default_rng(index).integers(0, 30, pixels.shape, dtype=np.uint8)
             left, top, side = DIM
@@ -122,8 +124,9 @@ def corrupted(source: Path, target: Path, bad: int, seed: int = 0) -> None:
 class SquaresService:
     """Answers detect() as /v1/detect would if faces were white squares: each square of the JPEG sent,
     score 99, in the JPEG's pixels; `missing` frames (by the square's place) answer none, as a model
-    that misses a face now and then. Keeps the size and options of each picture sent; `on_frame` is
-    called with each frame's index before its answer is returned."""
+    that misses a face now and then. Keeps the size and options of each picture sent, and how many
+    calls are running (`running`, the most at once in `most_running`); `on_frame` is called with each
+    frame's index before its answer (or failure) is returned."""
 
     def __init__(
         self,
@@ -135,11 +138,22 @@ class SquaresService:
         self.width, self.missing, self.fail_at, self.on_frame = width, missing, fail_at, on_frame
         self.sent: list[tuple[int, tuple[int, int], dict]] = []  # (frame, (W, H), params)
         self.lock = threading.Lock()
+        self.running = self.most_running = 0
 
     def check(self) -> None:
         pass
 
     def detect(self, image: bytes, **params) -> Detection:
+        with self.lock:
+            self.running += 1
+            self.most_running = max(self.most_running, self.running)
+        try:
+            return self._answer(image, params)
+        finally:
+            with self.lock:
+                self.running -= 1
+
+    def _answer(self, image: bytes, params: dict) -> Detection:
         pixels = cv2.imdecode(np.frombuffer(image, np.uint8), cv2.IMREAD_COLOR)
         height, width = pixels.shape[:2]
         darkest = pixels.min(axis=2)
@@ -158,11 +172,11 @@ class SquaresService:
         time.sleep(0.002 * max(0, 12 - index))  # the earlier frames answer later: the order is the job's to keep
         with self.lock:
             self.sent.append((index, (width, height), params))
+        self.on_frame(index)
         if index == self.fail_at:
             raise ConnectionError("the service went away")
         if index in self.missing:
-            faces = [face for face in faces if face not in white]
-        self.on_frame(index)
+            faces = []
         return Detection.from_json({"image": {"width": width, "height": height}, "faces": faces})
 
 
@@ -497,13 +511,13 @@ with av.open(io.BytesIO(), "w", format="matroska") as output:
     assert "Svt[info]" not in done.stderr
 
 
-def test_a_first_frame_that_cannot_be_decoded_is_skipped_and_the_rest_hidden(tmp_path):
+def test_first_frames_that_cannot_be_decoded_are_skipped_and_the_rest_hidden(tmp_path):
     clean, source, target = tmp_path / "clean.webm", tmp_path / "torn.webm", tmp_path / "hidden.webm"
     build(clean, 6, CLIP, codec="libvpx-vp9", keyframes_only=True)
-    corrupted(clean, source, bad=1)
+    corrupted(clean, source, bad=2)
     summary = run_video(SquaresService(CLIP[0]), hidden_job(source, target), Progress())
-    assert (summary.frames, summary.skipped) == (5, 1)
-    for index, frame in enumerate(decoded(target), start=1):
+    assert (summary.frames, summary.skipped) == (4, 2)
+    for index, frame in enumerate(decoded(target), start=2):
         x, y = square_at(index, CLIP)
         assert frame.to_ndarray(format="bgr24")[y + 5 : y + SIDE - 5, x + 5 : x + SIDE - 5].max() < DARK, index
 
@@ -528,6 +542,70 @@ def test_a_video_none_of_whose_frames_can_be_decoded_is_told_so(tmp_path, mode):
     assert not target.exists() and not partials_of(target)
 
 
+@pytest.mark.parametrize(
+    ("name", "build_options", "out"),
+    [
+        ("cfr.mp4", {}, "hidden.mkv"),  # an encoder left at its own rate says 24 fps in MKV and WebM
+        ("vfr.mp4", {"variable": True}, "hidden.mp4"),  # the average rate would make the last frame longer
+        ("raw.ivf", {"codec": "libvpx-vp9"}, "hidden.webm"),  # IVF gives no average rate
+    ],
+)
+def test_the_output_keeps_the_sources_frame_rate(tmp_path, name, build_options, out):
+    source, target = tmp_path / name, tmp_path / out
+    build(source, 8, CLIP, **build_options)
+    run_video(SquaresService(CLIP[0]), hidden_job(source, target), Progress())
+    with av.open(str(source)) as original, av.open(str(target)) as hidden:
+        kept = original.streams.video[0].average_rate or FPS
+        assert hidden.streams.video[0].average_rate == kept
+    # relative times: MKV's muxer moves every stream later by the AAC's priming (negative timestamps)
+    times = [[frame.time - frames[0].time for frame in frames] for frames in (decoded(target), decoded(source))]
+    assert times[0] == pytest.approx(times[1])
+
+
+def test_no_more_requests_are_in_flight_than_asked_and_the_hold_still_sees_ahead(clip, tmp_path):
+    """One request at a time with a hold of 2: the frames after a missed one are still awaited."""
+    source, _ = clip
+    target, service = tmp_path / "held.mp4", SquaresService(CLIP[0], missing=frozenset({5}))
+    run_video(service, hidden_job(source, target, in_flight=1), Progress())
+    assert service.most_running == 1
+    x, y = square_at(5, CLIP)
+    assert decoded(target)[5].to_ndarray(format="bgr24")[y + 3 : y + SIDE - 3, x + 3 : x + SIDE - 3].max() < 40
+
+
+def test_a_failed_job_returns_only_once_its_requests_are_answered(clip, tmp_path):
+    """Frame 0's request fails while frame 1's is still being answered (it takes a while): the job
+    raises only after that answer, so no request still uses a frame once the video is closed."""
+    source, _ = clip
+    second = threading.Event()
+
+    def on_frame(index: int) -> None:
+        if index == 0:
+            assert second.wait(60)  # fails only once frame 1's request is running
+        elif index == 1:
+            second.set()
+            time.sleep(0.3)
+
+    service = SquaresService(CLIP[0], fail_at=0, on_frame=on_frame)
+    with pytest.raises(ConnectionError):
+        run_video(service, hidden_job(source, tmp_path / "never.mp4", in_flight=2), Progress())
+    assert service.running == 0
+
+
+def test_a_codec_without_an_encoder_here_comes_out_h264_at_the_speed_and_quality_asked(tmp_path):
+    """MPEG-4 Part 2 (old cameras' AVIs; ENCODERS has none of it) comes out H.264, every square
+    hidden; x264 writes the options it ran with into the stream: veryfast's single reference and the CRF."""
+    source, target = tmp_path / "camera.avi", tmp_path / "hidden.mp4"
+    build(source, 4, CLIP, codec="mpeg4")
+    run_video(SquaresService(CLIP[0]), hidden_job(source, target, crf=23), Progress())
+    with av.open(str(target)) as container:
+        assert container.streams.video[0].codec_context.name == "h264"
+    for index, frame in enumerate(decoded(target)):
+        x, y = square_at(index, CLIP)
+        assert frame.to_ndarray(format="bgr24")[y + 5 : y + SIDE - 5, x + 5 : x + SIDE - 5].max() < DARK, index
+    written = target.read_bytes()
+    assert b"x264 - core" in written and b" ref=1 " in written and b" crf=23.0 " in written
+
+
 def test_a_container_that_cannot_hold_the_video_or_the_sound_is_told_before_any_frame(clip, tmp_path):
     """An image format (GIF) holds no video this writes; WebM holds no AAC sound (copied as it is):
     one line saying so and what to use, no frame sent, nothing left behind."""
@@ -537,7 +615,7 @@ def test_a_container_that_cannot_hold_the_video_or_the_sound_is_told_before_any_
         ("out.webm", "the webm container cannot hold the source's aac audio .*: use .mp4, .mkv or .mov"),
     ]:
         service, target = SquaresService(CLIP[0]), tmp_path / name
-        with pytest.raises(VideoError, match=message):
+        with pytest.raises(VideoError, match=f"^{re.escape(str(target))}: {message}"):
             run_video(service, hidden_job(source, target), Progress())
         assert not service.sent and not target.exists() and not partials_of(target)
 

@@ -1,12 +1,13 @@
-"""`facecrop video`: a face missed between two sightings hidden where it should be (--hold), and
-which frames are sent with detail=auto."""
+"""`facecrop video`'s pure parts: a face missed between two sightings hidden where it should be (--hold),
+which frames are sent with detail=auto, the boxes read from an answer, an unreadable file's message."""
 
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from facecrop_client.presets import FAST
-from facecrop_client.video import VideoJob, held, same_faces
+from facecrop_client.video import VideoError, VideoJob, corner_boxes, held, open_video, same_faces
 
 
 def box(x: float, y: float, side: float = 20.0, score: float = 0.9) -> list[float]:
@@ -93,3 +94,24 @@ def test_a_face_s_side_is_the_shorter_of_its_width_and_height_wherever_it_is():
     wide = np.array([[0.0, 2.0, 100.0, 40.0, 0.9]])
     step = np.array([1.0, 0.0, 1.0, 0.0, 0.0])
     assert not same_faces(wide, wide + 20 * step).any() and same_faces(wide, wide + 18 * step).all()
+    low = wide + np.array([0.0, 300.0, 0.0, 300.0, 0.0])  # the same box far from the top: still one face with itself
+    assert same_faces(low, low).all() and same_faces(low, low + 18 * step).all()
+
+
+def test_corner_boxes_are_floats_with_the_score_in_0_to_1():
+    answer = {
+        "faces": [
+            {"confidence": 99, "face_rectangle": {"x": 10, "y": 20, "width": 30, "height": 40}},
+            {"confidence": 12.5, "face_rectangle": {"x": 0, "y": 0, "width": 5, "height": 7}},
+        ]
+    }
+    boxes = corner_boxes(answer)
+    assert boxes.dtype == np.float64
+    assert boxes.tolist() == [[10, 20, 40, 60, 0.99], [0, 0, 5, 7, 0.125]]
+    assert corner_boxes({"faces": []}).shape == (0, 5)
+
+
+def test_a_file_the_system_cannot_read_is_told_in_its_own_words():
+    """Linux answers EIO to reading /proc/self/mem where nothing is mapped (offset 0)."""
+    with pytest.raises(VideoError, match=r"^/proc/self/mem: Input/output error$"):
+        open_video(Path("/proc/self/mem"))
