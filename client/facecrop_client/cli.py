@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import sys
@@ -45,6 +46,32 @@ CROP_OPTIONS = ("width", "height", "zoom", "gravity", "faces", "fit", "quality")
 ANONYMIZE_OPTIONS = (*FINDING_OPTIONS, "method", "strength", "margin", "shape", "quality")
 
 
+def at_least(minimum: int):
+    """An argparse type: a whole number no smaller than `minimum` (else argparse's usage error)."""
+
+    def whole_number(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return whole_number
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value < math.inf:  # NaN too
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {text}")
+    return value
+
+
 class CommandError(Exception):
     """A failure told in one line on stderr (no traceback), with exit status 1."""
 
@@ -59,7 +86,7 @@ def connection_options() -> argparse.ArgumentParser:
         f"reached skipped) (default: $FACECROP_URL, else {DEFAULT_URL})",
     )
     group.add_argument("--api-key", help="sent as Authorization: Bearer KEY (default: $FACECROP_API_KEY)")
-    group.add_argument("--timeout", type=float, help=f"seconds per request (default {DEFAULT_TIMEOUT_S:g})")
+    group.add_argument("--timeout", type=seconds, help=f"seconds per request (default {DEFAULT_TIMEOUT_S:g})")
     return options
 
 
@@ -155,21 +182,21 @@ def parser() -> argparse.ArgumentParser:
     )
     video.add_argument(
         "--hold",
-        type=int,
+        type=at_least(0),
         default=None,
         help=f"frames a face missed between two sightings stays hidden (default {DEFAULTS.hold})",
     )
     video.add_argument(
         "--crf", type=int, default=None, help="quality of the re-encoded video, lower is better (default 20)"
     )
-    video.add_argument("--in-flight", type=int, default=4, help="frames at the service at once (default 4)")
+    video.add_argument("--in-flight", type=at_least(1), default=4, help="frames at the service at once (default 4)")
     video.add_argument("-q", "--quiet", action="store_true", help="no progress display (the summary still prints)")
     batch.add_argument(
         "input_dir", metavar="INPUT", help="a folder, a text file of paths or URLs (one a line), or s3://bucket/prefix"
     )
     batch.add_argument("output", type=Path, help="detect: a JSON Lines file; crop, anonymize: a directory")
     batch.add_argument("--mode", choices=("detect", "crop", "anonymize"), required=True)
-    batch.add_argument("--concurrency", type=int, default=8, help="requests in flight per service (default 8)")
+    batch.add_argument("--concurrency", type=at_least(1), default=8, help="requests in flight per service (default 8)")
     batch.add_argument("-q", "--quiet", action="store_true", help="no progress display (the summary still prints)")
     for command in (batch, video):
         command.add_argument(

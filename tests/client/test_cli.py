@@ -87,3 +87,30 @@ def test_a_service_that_is_down_is_one_line_naming_its_address_at_once(tmp_path,
     assert line.startswith(f"facecrop: cannot reach {DOWN}: Connection refused"), line
     assert time.monotonic() - started < 3  # no retries: nobody ever answered there
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jpg"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--timeout", "0", "detect", "a.jpg"], "argument --timeout: must be a number of seconds above 0, got 0"),
+        (["detect", "a.jpg", "--timeout", "-1"], "argument --timeout: must be a number of seconds above 0, got -1"),
+        (["detect", "a.jpg", "--timeout", "nan"], "argument --timeout: must be a number of seconds above 0, got nan"),
+        (["detect", "a.jpg", "--timeout", "inf"], "argument --timeout: must be a number of seconds above 0, got inf"),
+        (["detect", "a.jpg", "--timeout", "soon"], "argument --timeout: not a number: 'soon'"),
+        (["video", "a.mp4", "b.mp4", "--in-flight", "0"], "argument --in-flight: must be at least 1, got 0"),
+        (["video", "a.mp4", "b.mp4", "--hold", "-1"], "argument --hold: must be at least 0, got -1"),
+        (["video", "a.mp4", "b.mp4", "--hold", "2.5"], "argument --hold: not a whole number: '2.5'"),
+        (["batch", "in", "out", "--mode", "detect", "--concurrency", "0"], "--concurrency: must be at least 1, got 0"),
+    ],
+)
+def test_counts_and_seconds_out_of_range_are_a_usage_error(argv, said, capsys):
+    """Each was a traceback from deep inside (a pool of 0 threads, a deque of -1, urllib3's timeout)."""
+    with pytest.raises(SystemExit) as exited:
+        parser().parse_args(argv)
+    assert exited.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_the_smallest_counts_and_a_fraction_of_a_second_are_taken():
+    args = parser().parse_args(["video", "a.mp4", "b.mp4", "--in-flight", "1", "--hold", "0", "--timeout", "0.5"])
+    assert (args.in_flight, args.hold, args.timeout) == (1, 0, 0.5)
+    assert parser().parse_args(["batch", "in", "out", "--mode", "detect", "--concurrency", "1"]).concurrency == 1
