@@ -38,7 +38,7 @@ class DetectSink:
         self.output = output
         self.written: set[str] = set()
 
-    def load(self) -> None:
+    def load(self, images: list[Item]) -> None:
         """Read the paths already written; a last line cut short by a crash is removed first."""
         if not self.output.exists():
             return
@@ -86,6 +86,7 @@ class PictureSink:
         self.output = output
         self.format = fmt
         self.endpoint = endpoint  # the Client method: crop or anonymize
+        self.written_by: dict[str, str] = {}  # an image whose output an earlier one writes -> that one
 
     def format_of(self, relative: str) -> str:
         return self.format or SUFFIX_FORMATS.get(Path(relative).suffix.lower(), "jpeg")
@@ -93,16 +94,26 @@ class PictureSink:
     def target(self, relative: str) -> Path:
         return (self.output / relative).with_suffix(CROP_SUFFIXES[self.format_of(relative)])
 
-    def load(self) -> None:
-        pass  # the crops on disk are the manifest
+    def load(self, images: list[Item]) -> None:
+        """Note each image whose output an earlier one writes (x.jpeg's and x.heic's are x.jpg's): it
+        fails (same_output) rather than overwrite that one or pass for done. The outputs on disk are
+        the manifest."""
+        writers: dict[Path, str] = {}
+        for item in images:
+            writer = writers.setdefault(self.target(item.name), item.name)
+            if writer != item.name:
+                self.written_by[item.name] = writer
 
     def is_done(self, relative: str) -> bool:
-        return self.target(relative).exists()
+        return relative not in self.written_by and self.target(relative).exists()
 
     def open(self) -> None:
         self.output.mkdir(parents=True, exist_ok=True)
 
     def call(self, client: AnyClient, image: bytes | Path, name: str, params: dict) -> CropResult | AnonymizeResult:
+        if name in self.written_by:
+            message = f"its output, {self.target(name)}, is {self.written_by[name]}'s: rename one of the two"
+            raise FacecropError(0, "same_output", message)
         return getattr(client, self.endpoint)(image, **params, format=self.format_of(name))
 
     def write(self, relative: str, result: CropResult | AnonymizeResult) -> None:
@@ -265,7 +276,7 @@ def videos_to_do(root: Path, output: Path) -> list[str]:
 def todo_of(source: Source, sink) -> tuple[list[Item], list[Item]]:
     """Every image of `source`, and those not yet in the sink's output (what a run does)."""
     images = source.items(IMAGE_SUFFIXES)
-    sink.load()
+    sink.load(images)
     return images, [item for item in images if not sink.is_done(item.name)]
 
 

@@ -281,10 +281,18 @@ def pictures(client: AnyClient, args: argparse.Namespace) -> int:
     sink = PictureSink(args.out, args.format, args.command)
     params = service_params(args, OPTIONS[args.command])
     sink.open()
+    writers: dict[Path, Path] = {}  # each output and the photo it is written from
 
     def one(photo: Path) -> None:
-        sink.write(photo.name, sink.call(client, photo, photo.name, params))
-        print(sink.target(photo.name), flush=True)
+        image = photo.read_bytes()  # a photo that cannot be read says so first
+        target = sink.target(photo.name)
+        if target.resolve() == photo.resolve():
+            raise CommandError(f"{photo}: its output would overwrite it (give --out another folder)")
+        writer = writers.setdefault(target, photo)
+        if writer != photo:
+            raise CommandError(f"{photo}: its output, {target}, is {writer}'s: rename one of the two")
+        sink.write(photo.name, sink.call(client, image, photo.name, params))
+        print(target, flush=True)
 
     return each_photo(args.photos, one)
 

@@ -143,6 +143,8 @@ def source_of(text: str, output: Path | None = None) -> Source:
         return ObjectStore(text)
     path = Path(text)
     if path.is_dir():
+        if output is not None and output.resolve() == path.resolve():
+            raise ValueError(f"{text}: the input folder is the output folder (its photos would pass for done)")
         return Folder(path, output)
     if path.is_file():
         return ListFile(path)

@@ -166,6 +166,42 @@ def test_a_batch_output_inside_its_input_is_not_read_as_photos_to_do(stack, tmp_
     assert sorted(path.relative_to(out).as_posix() for path in out.rglob("*.jpg")) == sorted(names)
 
 
+def test_photos_that_would_share_an_output_or_overwrite_their_input_are_refused(stack, tmp_path):
+    """x.jpeg's and x.jpg's outputs are both x.jpg: the first by name (x.jpeg) writes it, the other
+    fails (same_output), on every run, instead of overwriting it or passing for done. A batch into its
+    own input folder, or a photo anonymized into its own folder, is refused (the photos were counted
+    as done, nothing hidden; the photo overwritten)."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    shutil.copy(photo(ASTRONAUT), folder / "x.jpg")
+    shutil.copy(photo(CROWD), folder / "x.jpeg")
+    Image.open(photo(ASTRONAUT)).save(folder / "x.png")
+    out = tmp_path / "out"
+    for run in range(2):
+        done = run_cli(stack, "batch", str(folder), str(out), "--mode", "anonymize", "-q")
+        assert done.returncode == 1, done.stderr
+        assert f"3 images, {2 * run} already done, {2 - 2 * run} processed, 1 failed" in done.stderr, done.stderr
+        [failure] = [json.loads(line) for line in out.with_name("out.failures.jsonl").read_text().splitlines()]
+        assert (failure["path"], failure["code"]) == ("x.jpg", "same_output")
+        assert f"its output, {out / 'x.jpg'}, is x.jpeg's" in failure["message"]
+    assert sorted(path.name for path in out.iterdir()) == ["x.jpg", "x.png"]
+    assert Image.open(out / "x.jpg").size == Image.open(photo(CROWD)).size  # x.jpeg's, the crowd
+
+    into_itself = run_cli(stack, "batch", str(folder), str(folder), "--mode", "anonymize")
+    assert into_itself.returncode == 1
+    assert "the input folder is the output folder" in into_itself.stderr
+    before = (folder / "x.png").read_bytes()
+    over = run_cli(stack, "anonymize", str(folder / "x.png"), "--out", str(folder))
+    assert over.returncode == 1 and "its output would overwrite it" in over.stderr
+    assert (folder / "x.png").read_bytes() == before
+    (tmp_path / "b").mkdir()
+    shutil.copy(photo(CROWD), tmp_path / "b" / "x.jpg")
+    second, out = tmp_path / "b" / "x.jpg", tmp_path / "c"
+    twice = run_cli(stack, "anonymize", str(folder / "x.jpg"), str(second), "--out", str(out))
+    assert twice.returncode == 1 and f"its output, {out / 'x.jpg'}, is {folder / 'x.jpg'}'s" in twice.stderr
+    assert Image.open(out / "x.jpg").size == Image.open(photo(ASTRONAUT)).size
+
+
 def test_batch_stops_cleanly_on_ctrl_c_and_a_rerun_finishes(stack, tmp_path):
     names = photo_tree(tmp_path / "in", 60)
     output = tmp_path / "faces.jsonl"

@@ -580,7 +580,7 @@ def test_a_failed_job_returns_only_once_its_requests_are_answered(clip, tmp_path
 
     def on_frame(index: int) -> None:
         if index == 0:
-            assert second.wait(60)  # fails only once frame 1's request is running
+            assert second.wait(10)  # fails only once frame 1's request is running
         elif index == 1:
             second.set()
             time.sleep(0.3)
