@@ -99,8 +99,13 @@ class VideoSummary:
 
 
 def check_paths(source: Path, target: Path) -> None:
+    """A VideoError, before any work, where IN is no file or OUT is not a file that can be written."""
     if not source.is_file():
         raise VideoError(f"{source}: no such file")
+    if not target.name or target.is_dir():
+        raise VideoError(f"{target}: a folder; OUT is the file to write")
+    if not target.parent.is_dir():
+        raise VideoError(f"{target}: no such folder as {target.parent}")
     if target.resolve() == source.resolve():
         raise VideoError(f"{target}: would overwrite the input")
 

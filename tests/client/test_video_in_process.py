@@ -388,6 +388,9 @@ def test_what_is_no_video_is_told_in_one_line(clip, tmp_path):
     for job, message in [
         (hidden_job(tmp_path / "absent.mp4", tmp_path / "out.mp4"), "no such file"),
         (hidden_job(source, source), "would overwrite the input"),
+        (hidden_job(source, tmp_path), "a folder; OUT is the file to write"),
+        (hidden_job(source, tmp_path / "nowhere" / "out.mp4"), f"no such folder as {tmp_path / 'nowhere'}"),
+        (hidden_job(source, tmp_path, mode="detect"), "a folder; OUT is the file to write"),
         (hidden_job(text, tmp_path / "out.mp4"), "not a video"),
         (hidden_job(source, tmp_path / "out.unknown-extension"), "out.unknown-extension"),
     ]:
