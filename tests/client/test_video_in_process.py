@@ -499,9 +499,7 @@ def test_the_hevc_encoder_says_nothing_but_its_errors(tmp_path, capfd):
     assert "x265 [" not in capfd.readouterr().err
 
 
-def test_the_av1_encoder_says_nothing_but_its_errors():
-    """SVT-AV1 reads how much to log once per process (SVT_LOG), so this opens it in a fresh one."""
-    opens_av1 = """
+OPENS_AV1 = """
 import io, pathlib, av
 from facecrop_client.video import open_encoder
 with av.open(io.BytesIO(), "w", format="matroska") as output:
@@ -509,11 +507,24 @@ with av.open(io.BytesIO(), "w", format="matroska") as output:
     stream.width, stream.height, stream.pix_fmt = 64, 64, "yuv420p"
     open_encoder(stream, 20, pathlib.Path("out.mkv"))
 """
-    env = {key: value for key, value in os.environ.items() if key != "SVT_LOG"}
-    env["PYTHONPATH"] = os.pathsep.join(sys.path)  # the modules this process runs (a mutation run's too)
-    done = subprocess.run([sys.executable, "-c", opens_av1], capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_the_av1_encoder_says_nothing_but_its_errors(monkeypatch):
+    """SVT-AV1 reads how much to log (SVT_LOG) once per process: open_encoder sets it to errors only
+    unless the user set it (seen here), and a fresh process opening the encoder logs no info line."""
+    monkeypatch.delenv("SVT_LOG", raising=False)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}  # the modules this process runs
+    done = subprocess.run([sys.executable, "-c", OPENS_AV1], capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "Svt[info]" not in done.stderr
+    for given, kept in ((None, "1"), ("3", "3")):
+        if given:
+            monkeypatch.setenv("SVT_LOG", given)
+        with av.open(io.BytesIO(), "w", format="matroska") as output:
+            stream = output.add_stream("libvpx-vp9", rate=FPS)
+            stream.width, stream.height, stream.pix_fmt = 64, 64, "yuv420p"
+            video.open_encoder(stream, 20, Path("out.mkv"))
+        assert os.environ["SVT_LOG"] == kept
 
 
 def test_first_frames_that_cannot_be_decoded_are_skipped_and_the_rest_hidden(tmp_path):
