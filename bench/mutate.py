@@ -30,6 +30,7 @@ from collections import Counter
 from pathlib import Path
 
 import tomllib
+from mutmut.stats import status_by_exit_code
 
 from local_triton.processes import SHARED
 
@@ -43,8 +44,7 @@ PACKAGES = {
 UNSTAGED = frozenset({".git", ".venv", "build", "mutants", "test-artifacts", "originals"})
 EQUIVALENT = Path(__file__).resolve().parent / "mutants.toml"
 TARGET = 0.9  # the share of non-equivalent mutants each module's tests kill (issue #53)
-# mutmut's exit codes (mutmut/stats.py): 1 and 3 kill a mutant, 0 lets it survive
-STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 36: "timeout", None: "not checked"}
+CAUGHT = ("killed", "timeout", "caught by type check")  # mutmut's words for a mutant the checks stop
 
 
 def mutant_prefix(module: str) -> str:
@@ -145,7 +145,7 @@ def statuses() -> dict[str, str]:
     found = {}
     for meta in MUTANTS.rglob("*.py.meta"):
         for name, code in json.loads(meta.read_text()).get("exit_code_by_key", {}).items():
-            found[name] = STATUS.get(code, "suspicious")
+            found[name] = status_by_exit_code[code]  # mutmut's own reading (a CPU-time limit, -24, is a timeout)
     return found
 
 
@@ -172,7 +172,7 @@ def report(found: dict[str, str], modules: list[str], known: dict[str, str]) -> 
             status = "message"
         by_module.setdefault(module_of(name), Counter())[status] += 1
     for module, counts in sorted(by_module.items()):
-        caught = counts["killed"] + counts["timeout"]
+        caught = sum(counts[status] for status in CAUGHT)
         judged = sum(counts.values()) - counts["equivalent"] - counts["message"] - counts["not checked"]
         score = caught / judged if judged else 1.0
         every &= score >= TARGET and not counts["not checked"]
