@@ -55,6 +55,23 @@ def square_at(index: int, size: tuple[int, int]) -> tuple[int, int]:
     return 40 + STEP * index, 30 + 3 * index
 
 
+def inside_square(frame: av.VideoFrame, index: int, inset: int) -> np.ndarray:
+    """The BGR pixels of frame `index`'s square, `inset` pixels in from each of its edges."""
+    x, y = square_at(index, CLIP)
+    return frame.to_ndarray(format="bgr24")[y + inset : y + SIDE - inset, x + inset : x + SIDE - inset]
+
+
+def assert_hidden_clip(target: Path, codec: str, frames: int, size: tuple[int, int], first: int = 0) -> None:
+    """`target` holds `codec`, `frames` frames of `size` (the clip's from frame `first` on), every square black."""
+    with av.open(str(target)) as container:
+        assert container.streams.video[0].codec_context.name == codec
+    written = decoded(target)
+    assert len(written) == frames
+    for index, frame in enumerate(written, start=first):
+        assert (frame.width, frame.height) == size
+        assert inside_square(frame, index, inset=5).max() < DARK, (target, index)
+
+
 def build(
     path: Path,
     frames: int,
@@ -276,13 +293,11 @@ def test_a_face_a_frame_misses_is_hidden_between_two_sightings(clip, tmp_path):
     assert summary.faces == FRAMES
     unheld = tmp_path / "unheld.mp4"
     run_video(SquaresService(CLIP[0], missing=frozenset({9})), hidden_job(source, unheld, hold=0), Progress())
-    x, y = square_at(9, CLIP)
-    assert decoded(unheld)[9].to_ndarray(format="bgr24")[y + 10 : y + SIDE - 10, x + 10 : x + SIDE - 10].min() > 200
+    assert inside_square(decoded(unheld)[9], 9, inset=10).min() > 200
     short = tmp_path / "short.mp4"  # hold 1: a gap of two frames is longer than it reaches
     run_video(SquaresService(CLIP[0], missing=frozenset({4, 5})), hidden_job(source, short, hold=1), Progress())
     for index, frame in ((4, decoded(short)[4]), (5, decoded(short)[5])):
-        x, y = square_at(index, CLIP)
-        assert frame.to_ndarray(format="bgr24")[y + 10 : y + SIDE - 10, x + 10 : x + SIDE - 10].min() > 200, index
+        assert inside_square(frame, index, inset=10).min() > 200, index
 
 
 def test_frames_are_sent_scaled_to_the_standard_pass_and_whole_where_a_tiled_pass_may_run(tmp_path):
@@ -436,13 +451,7 @@ def test_a_container_that_cannot_hold_the_sources_codec_gets_the_first_one_it_ho
     build(silent, 4, CLIP)
     run_video(SquaresService(CLIP[0]), hidden_job(silent, webm), Progress())
     for target, codec in ((avi, "h264"), (mkv, "hevc"), (webm, "vp9")):
-        with av.open(str(target)) as container:
-            assert container.streams.video[0].codec_context.name == codec
-        frames = decoded(target)
-        assert len(frames) == 4
-        for index, frame in enumerate(frames):
-            x, y = square_at(index, CLIP)
-            assert frame.to_ndarray(format="bgr24")[y + 5 : y + SIDE - 5, x + 5 : x + SIDE - 5].max() < DARK, target
+        assert_hidden_clip(target, codec, 4, CLIP)
 
 
 def test_a_clip_with_odd_sides_comes_out_a_pixel_smaller_in_h264_and_whole_in_vp8(tmp_path):
@@ -453,14 +462,7 @@ def test_a_clip_with_odd_sides_comes_out_a_pixel_smaller_in_h264_and_whole_in_vp
     build(source, 4, odd, codec="libvpx")
     for target, codec, size in ((mp4, "h264", CLIP), (webm, "vp8", odd)):
         run_video(SquaresService(odd[0]), hidden_job(source, target), Progress())
-        with av.open(str(target)) as container:
-            assert container.streams.video[0].codec_context.name == codec
-        frames = decoded(target)
-        assert len(frames) == 4
-        for index, frame in enumerate(frames):
-            assert (frame.width, frame.height) == size
-            x, y = square_at(index, odd)
-            assert frame.to_ndarray(format="bgr24")[y + 5 : y + SIDE - 5, x + 5 : x + SIDE - 5].max() < DARK, target
+        assert_hidden_clip(target, codec, 4, size)
 
 
 @pytest.mark.parametrize("encoder", sorted({*video.ENCODERS.values(), *video.FALLBACK_ENCODERS}))
@@ -533,9 +535,7 @@ def test_first_frames_that_cannot_be_decoded_are_skipped_and_the_rest_hidden(tmp
     corrupted(clean, source, bad=2)
     summary = run_video(SquaresService(CLIP[0]), hidden_job(source, target), Progress())
     assert (summary.frames, summary.skipped) == (4, 2)
-    for index, frame in enumerate(decoded(target), start=2):
-        x, y = square_at(index, CLIP)
-        assert frame.to_ndarray(format="bgr24")[y + 5 : y + SIDE - 5, x + 5 : x + SIDE - 5].max() < DARK, index
+    assert_hidden_clip(target, "vp9", 4, CLIP, first=2)
 
 
 @pytest.mark.parametrize("mode", ["anonymize", "detect"])
@@ -584,8 +584,7 @@ def test_no_more_requests_are_in_flight_than_asked_and_the_hold_still_sees_ahead
     target, service = tmp_path / "held.mp4", SquaresService(CLIP[0], missing=frozenset({5}))
     run_video(service, hidden_job(source, target, in_flight=1), Progress())
     assert service.most_running == 1
-    x, y = square_at(5, CLIP)
-    assert decoded(target)[5].to_ndarray(format="bgr24")[y + 3 : y + SIDE - 3, x + 3 : x + SIDE - 3].max() < 40
+    assert inside_square(decoded(target)[5], 5, inset=3).max() < 40
 
 
 def test_a_failed_job_returns_only_once_its_requests_are_answered(clip, tmp_path):
@@ -613,11 +612,7 @@ def test_a_codec_without_an_encoder_here_comes_out_h264_at_the_speed_and_quality
     source, target = tmp_path / "camera.avi", tmp_path / "hidden.mp4"
     build(source, 4, CLIP, codec="mpeg4")
     run_video(SquaresService(CLIP[0]), hidden_job(source, target, crf=23), Progress())
-    with av.open(str(target)) as container:
-        assert container.streams.video[0].codec_context.name == "h264"
-    for index, frame in enumerate(decoded(target)):
-        x, y = square_at(index, CLIP)
-        assert frame.to_ndarray(format="bgr24")[y + 5 : y + SIDE - 5, x + 5 : x + SIDE - 5].max() < DARK, index
+    assert_hidden_clip(target, "h264", 4, CLIP)
     written = target.read_bytes()
     assert b"x264 - core" in written and b" ref=1 " in written and b" crf=23.0 " in written
 
