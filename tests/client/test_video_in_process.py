@@ -87,7 +87,8 @@ def build(
     tone: the pts of each frame (with `variable`, every third frame lasts three ticks)."""
     pts, tick = [], 0
     with av.open(str(path), "w") as output:
-        options = {"crf": "12"} if codec == "libx264" else {}
+        # x265 told to log errors only: its stats, printed whenever its encoder is freed, would land in a later capture
+        options = {"libx264": {"crf": "12"}, "libx265": {"x265-params": "log-level=error"}}.get(codec, {})
         video = output.add_stream(codec, rate=FPS, options={**options, "g": "1"} if keyframes_only else options)
         video.width, video.height, video.pix_fmt = size[0], size[1], "yuv420p"
         video.codec_context.time_base = Fraction(1, FPS)
