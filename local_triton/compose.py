@@ -17,6 +17,7 @@ Standard library only: `make up-cpu` needs no virtual environment.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -38,8 +39,14 @@ PLUGIN_PACKAGES = ("docker-compose", "docker-buildx")  # from trixie, into PLUGI
 PLUGINS_DIR = Path("/usr/local/lib/docker/cli-plugins")
 APT_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 ADDED_CA_CERTIFICATES = Path("/usr/local/share/ca-certificates")  # update-ca-certificates' local ones
+# Every command is bounded, so that a daemon stuck in the kernel fails `make up-cpu` or the test
+# instead of hanging it (seconds).
+QUICK_TIMEOUT_S = 120  # `docker info`, inspect, exec, logs, stop, down: anything but the below
+APT_TIMEOUT_S = 900  # one apt-get or mmdebstrap run
 PULL_TIMEOUT_S = 120
-WAIT_TIMEOUT_S = 600
+DAEMON_START_S = 120
+BUILD_TIMEOUT_S = 1800
+WAIT_TIMEOUT_S = 600  # `up --wait`: until every service is healthy
 
 
 @dataclass(frozen=True)
@@ -71,20 +78,57 @@ def log(message: str) -> None:
     print(f"[compose] {message}", file=sys.stderr, flush=True)
 
 
-def sh(*command: str, capture: bool = False, **kwargs) -> subprocess.CompletedProcess:
-    """Run `command`, raising with its output's end if it fails; output captured or passed through."""
-    result = subprocess.run(command, capture_output=capture, text=True, **kwargs)
-    if result.returncode:
-        output = (result.stdout or "")[-3000:] + (result.stderr or "")[-3000:] if capture else ""
+def run(
+    *command: str, timeout: float, capture: bool = False, check: bool = True, **kwargs
+) -> subprocess.CompletedProcess:
+    """Run `command` in a process group of its own, output captured or passed through, for at
+    most `timeout` seconds: then the whole group is killed (a Docker CLI's plugins hold its
+    pipes open after it dies) and RuntimeError says what timed out. With `check`, RuntimeError
+    also when it fails, with its output's end."""
+    pipe = subprocess.PIPE if capture else None
+    process = subprocess.Popen(command, stdout=pipe, stderr=pipe, text=True, start_new_session=True, **kwargs)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except BaseException as error:  # the timeout, or Ctrl-C: the group has no terminal of its own
+        os.killpg(process.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):  # stuck in the kernel: unkillable, left behind
+            process.communicate(timeout=10)
+        if isinstance(error, subprocess.TimeoutExpired):
+            raise RuntimeError(f"`{' '.join(command)}` did not finish within {timeout:.0f} s{stuck()}") from None
+        raise
+    result = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+    if check and result.returncode:
+        output = (stdout or "")[-3000:] + (stderr or "")[-3000:]
         raise RuntimeError(f"`{' '.join(command)}` exited with {result.returncode}\n{output}")
     return result
 
 
-def succeeds(*command: str, timeout: float = 60) -> bool:
+def sh(*command: str, capture: bool = False, timeout: float = QUICK_TIMEOUT_S, **kwargs) -> subprocess.CompletedProcess:
+    """Run `command` (see `run`), raising if it fails or takes more than `timeout` seconds."""
+    return run(*command, timeout=timeout, capture=capture, **kwargs)
+
+
+def succeeds(*command: str, timeout: float = QUICK_TIMEOUT_S) -> bool:
     try:
-        return subprocess.run(command, capture_output=True, timeout=timeout).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
+        return run(*command, timeout=timeout, capture=True, check=False).returncode == 0
+    except (OSError, RuntimeError):
         return False
+
+
+def stuck() -> str:
+    """The processes the kernel holds (state D), with where they wait: a timeout's likeliest
+    cause on a VM (seen here: iptables in an nftables flush, dockerd in a page fault)."""
+    lines = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text()
+            wchan = (stat.parent / "wchan").read_text()
+        except OSError:
+            continue
+        name, state = fields[fields.index("(") + 1 : fields.rindex(")")], fields[fields.rindex(")") + 2]
+        if state == "D":
+            lines.append(f"{stat.parent.name} {name} waiting in {wchan or '?'}")
+    return "; processes stuck in the kernel: " + ", ".join(lines) if lines else ""
 
 
 # --- Docker, installed with apt -----------------------------------------------------------
@@ -93,8 +137,8 @@ def succeeds(*command: str, timeout: float = 60) -> bool:
 def apt_install(*packages: str) -> None:
     log(f"apt-get install {' '.join(packages)}")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    sh("apt-get", "update", "-qq", env=env)
-    sh("apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages, env=env)
+    sh("apt-get", "update", "-qq", env=env, timeout=APT_TIMEOUT_S)
+    sh("apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages, env=env, timeout=APT_TIMEOUT_S)
 
 
 def host_codename() -> str:
@@ -151,8 +195,8 @@ def install_trixie_plugins() -> None:
                 "Cache::srcpkgcache": "",
             }.items()
         ]
-        sh(*apt, "update")
-        sh(*apt, "download", *PLUGIN_PACKAGES, cwd=work / "debs")
+        sh(*apt, "update", timeout=APT_TIMEOUT_S)
+        sh(*apt, "download", *PLUGIN_PACKAGES, cwd=work / "debs", timeout=APT_TIMEOUT_S)
         for deb in (work / "debs").glob("*.deb"):
             sh("dpkg-deb", "-x", str(deb), str(work / "root"))
         PLUGINS_DIR.mkdir(parents=True, exist_ok=True)
@@ -184,10 +228,10 @@ def start_daemon(pid_file: Path) -> bool:
             start_new_session=True,
         )
     pid_file.write_text(f"{daemon.pid}\n")
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + DAEMON_START_S
     while not daemon_answers():
         if daemon.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"dockerd did not start:\n{log_path.read_text()[-3000:]}")
+            raise RuntimeError(f"dockerd did not start{stuck()}:\n{log_path.read_text()[-3000:]}")
         time.sleep(0.5)
     return True
 
@@ -213,6 +257,9 @@ def stop_daemon(pid_file: Path) -> None:
         deadline = time.monotonic() + 60
         while running_dockerd(pid) and time.monotonic() < deadline:
             time.sleep(0.2)
+        if running_dockerd(pid):
+            log(f"dockerd {pid} still runs a minute after SIGTERM: SIGKILL")
+            os.kill(pid, signal.SIGKILL)
     pid_file.unlink()
 
 
@@ -254,8 +301,9 @@ def base_images() -> list[str]:
 def pulled(image: str) -> bool:
     log(f"pulling {image}")
     try:
-        return subprocess.run(["docker", "pull", "--quiet", image], timeout=PULL_TIMEOUT_S).returncode == 0
-    except subprocess.TimeoutExpired:
+        return run("docker", "pull", "--quiet", image, timeout=PULL_TIMEOUT_S, check=False).returncode == 0
+    except RuntimeError as timed_out:
+        log(str(timed_out))
         return False
 
 
@@ -308,11 +356,14 @@ def build_stand_in(image: str, recipe: StandIn) -> None:
             start_new_session=True,  # on failure mmdebstrap signals its whole process group
         )
         changes = [f"--change={change}" for change in STAND_IN_CHANGES + recipe.changes]
-        imported = subprocess.run(
-            ["docker", "import", *changes, "-", image], stdin=rootfs.stdout, capture_output=True, text=True
-        )
-        rootfs.stdout.close()
-        if rootfs.wait() or imported.returncode:
+        try:
+            importing = ("docker", "import", *changes, "-", image)
+            imported = run(*importing, stdin=rootfs.stdout, capture=True, check=False, timeout=APT_TIMEOUT_S)
+        finally:
+            rootfs.stdout.close()
+            if rootfs.poll() is None:  # the import failed or timed out: mmdebstrap has no reader left
+                os.killpg(rootfs.pid, signal.SIGKILL)
+        if rootfs.wait(timeout=QUICK_TIMEOUT_S) or imported.returncode:
             raise RuntimeError(
                 f"stand-in for {image} failed: mmdebstrap {rootfs.returncode}, docker import: {imported.stderr}"
             )
@@ -330,19 +381,32 @@ def prepare(pid_file: Path) -> bool:
 
 
 def compose(
-    project: str, *args: str, env: dict[str, str] | None = None, capture: bool = False
+    project: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    capture: bool = False,
+    timeout: float = QUICK_TIMEOUT_S,
 ) -> subprocess.CompletedProcess:
-    return sh(*compose_command(project), *args, env=env, capture=capture, cwd=PROJECT_ROOT)
+    return sh(*compose_command(project), *args, env=env, capture=capture, cwd=PROJECT_ROOT, timeout=timeout)
+
+
+def build(project: str, env: dict[str, str] | None = None) -> None:
+    compose(project, "build", env=env, timeout=BUILD_TIMEOUT_S)
 
 
 def up(project: str, *args: str, env: dict[str, str] | None = None) -> None:
-    compose(project, "up", "--detach", "--wait", "--wait-timeout", str(WAIT_TIMEOUT_S), *args, env=env)
+    compose(
+        project,
+        *("up", "--detach", "--wait", "--wait-timeout", str(WAIT_TIMEOUT_S), *args),
+        env=env,
+        timeout=WAIT_TIMEOUT_S + QUICK_TIMEOUT_S,
+    )
 
 
 def main(argv: list[str]) -> int:
     if argv == ["up"]:
         prepare(DAEMON_PID_FILE)
-        compose(PROJECT, "build")
+        build(PROJECT)
         up(PROJECT)
         port = os.environ.get("FACECROP_PORT", "8080")
         log(f"facecrop (CPU) is up on http://127.0.0.1:{port}; `make down-cpu` removes it")

@@ -13,7 +13,6 @@ import io
 import json
 import os
 import shutil
-import subprocess
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -29,7 +28,9 @@ from local_triton import BUILD_DIR, compose
 from local_triton.processes import free_port
 from tests.support import REPORT_LINES
 
-pytestmark = [pytest.mark.integration, pytest.mark.compose]
+# The first test carries the build (minutes on a fresh machine); every step has its own bound
+# in local_triton/compose.py, this is the backstop.
+pytestmark = [pytest.mark.integration, pytest.mark.compose, pytest.mark.timeout(2400)]
 
 PHOTOS = (
     "demo/skimage_astronaut.jpg",
@@ -74,7 +75,7 @@ def cpu_stack(pytestconfig, tmp_path_factory):
     try:
         daemon_started = compose.prepare(PID_FILE)
         mark = phase("Docker and base images", started)
-        compose.compose(project, "build", env=env)
+        compose.build(project, env=env)
         mark = phase("build", mark)
         compose.up(project, env=env)
         mark = phase("up", mark)
@@ -334,7 +335,5 @@ def test_down_leaves_nothing_behind(cpu_stack):
     cpu_stack.compose("down", "--volumes")
     label = f"label=com.docker.compose.project={cpu_stack.project}"
     for kind in (["ps", "--all"], ["network", "ls"], ["volume", "ls"]):
-        left = subprocess.run(
-            ["docker", *kind, "--quiet", "--filter", label], capture_output=True, text=True, check=True
-        )
+        left = compose.sh("docker", *kind, "--quiet", "--filter", label, capture=True)
         assert left.stdout.strip() == "", f"docker {' '.join(kind)}: {left.stdout}"

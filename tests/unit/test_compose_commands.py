@@ -1,0 +1,53 @@
+"""local_triton.compose's commands are bounded: a Docker CLI whose plugin hangs, or a daemon stuck
+in the kernel, fails `make up-cpu` and the compose test instead of hanging them (a CI run was
+lost that way). Real processes, no Docker needed."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from local_triton.compose import run, succeeds
+
+# A command that exits at once but leaves a child holding its output pipe, as `docker info`'s
+# plugin did: the child writes its pid first.
+LEAVES_A_CHILD = 'sleep 300 & echo $! > "$0"; wait'
+
+
+def gone(pid: int) -> bool:
+    """Whether `pid` has ended (a zombie counts: nobody here reaps the group's orphans)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rindex(")") + 2] == "Z"
+
+
+def test_a_timeout_kills_the_whole_group_and_says_so(tmp_path):
+    pid_file = tmp_path / "child.pid"
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"`sh -c .*` did not finish within 1 s"):
+        run("sh", "-c", LEAVES_A_CHILD, str(pid_file), timeout=1, capture=True)
+    # Before: subprocess.run(timeout=) killed only `sh`, then waited for the pipe the child held.
+    assert time.monotonic() - started < 60
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 30  # SIGKILL is sent; its delivery is the kernel's, not a race
+    while not gone(child):
+        assert time.monotonic() < deadline, f"child {child} still runs"
+        time.sleep(0.05)
+
+
+def test_a_command_that_outlives_its_bound_does_not_succeed(tmp_path):
+    assert succeeds("sh", "-c", LEAVES_A_CHILD, str(tmp_path / "child.pid"), timeout=1) is False
+    assert succeeds("true", timeout=30) is True
+    assert succeeds("false", timeout=30) is False
+    assert succeeds("/nonexistent/docker", timeout=30) is False
+
+
+def test_a_failure_raises_with_its_output_unless_unchecked():
+    with pytest.raises(RuntimeError, match=r"(?s)exited with 3\n.*out.*err"):
+        run("sh", "-c", "echo out; echo err >&2; exit 3", timeout=30, capture=True)
+    result = run("sh", "-c", "echo out; exit 3", timeout=30, capture=True, check=False)
+    assert (result.returncode, result.stdout) == (3, "out\n")
