@@ -4,6 +4,7 @@ tests/support.py."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -37,6 +38,19 @@ def empty_caches() -> None:
     it runs the code it tests, not an answer an earlier test left: `make mutate` mutates those
     functions, and a cached answer would let a mutant survive unseen."""
     parse_url_options.cache_clear()
+
+
+@pytest.fixture(autouse=True)
+def runner_stays_ordinary() -> Iterator[None]:
+    """A test that leaves this process's thread real-time fails, and the policy is put back: every
+    process started later would inherit it (SVT-AV1 opened as root did that once, and the Docker
+    CLI that the compose test started then spun at SCHED_FIFO 99 on both cores until CI's end)."""
+    before = os.sched_getscheduler(0), os.sched_getparam(0)
+    yield
+    after = os.sched_getscheduler(0), os.sched_getparam(0)
+    if after != before:
+        os.sched_setscheduler(0, *before)
+        pytest.fail(f"the test changed the runner's scheduling policy (policy, priority) from {before} to {after}")
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ import time
 from collections import deque
 from collections.abc import Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from contextlib import closing
+from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import islice
@@ -233,12 +233,46 @@ def open_encoder(video: VideoStream, crf: int, target: Path) -> None:
     out of its range) is told in one line before any frame is sent."""
     os.environ.setdefault("SVT_LOG", "1")  # SVT-AV1 says only its errors (read once, when first opened)
     try:
-        video.codec_context.open()
+        with no_real_time_threads():
+            video.codec_context.open()
     except av.error.FFmpegError as error:
         raise VideoError(
             f"{target}: the {video.name} encoder refuses a {video.width}x{video.height} video at CRF {crf} "
             f"({error.strerror})"
         ) from error
+
+
+@contextmanager
+def no_real_time_threads() -> Iterator[None]:
+    """The calling thread, and every thread the block makes real-time, at the calling thread's
+    policy and priority afterwards. SVT-AV1 opened by root (or with CAP_SYS_NICE) puts the thread
+    that opens it and its ~40 workers at SCHED_FIFO 99: its encode then starves every other
+    process of the machine, and all this process starts later inherits the policy (a Go CLI
+    spinning at FIFO 99 never lets go of a core)."""
+    if not hasattr(os, "sched_setscheduler"):  # Linux only; elsewhere there is nothing to undo
+        yield
+        return
+    policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
+    before = real_time_threads()
+    try:
+        yield
+    finally:
+        for thread in {0} | (real_time_threads() - before):  # 0: the calling thread
+            with suppress(OSError):  # a thread that has ended
+                os.sched_setscheduler(thread, policy, param)
+
+
+REAL_TIME_POLICIES = frozenset({getattr(os, "SCHED_FIFO", -1), getattr(os, "SCHED_RR", -1)})
+
+
+def real_time_threads() -> set[int]:
+    """This process's threads (ids) whose scheduling policy is real-time."""
+    threads = set()
+    for task in Path("/proc/self/task").iterdir():
+        with suppress(OSError):  # a thread that has ended
+            if os.sched_getscheduler(int(task.name)) in REAL_TIME_POLICIES:
+                threads.add(int(task.name))
+    return threads
 
 
 def copied_audio(stream: av.audio.stream.AudioStream, output: av.container.OutputContainer, target: Path):

@@ -473,6 +473,7 @@ def test_every_encoder_takes_an_odd_sided_frame_at_the_size_it_is_given(encoder)
         stream = output.add_stream(encoder, rate=FPS)
         stream.width, stream.height = video.encoded_size(encoder, 853, 481)
         stream.pix_fmt = "yuv420p"
+        video.open_encoder(stream, 20, Path("out.mkv"))  # as run_video opens it (SVT-AV1 goes real-time else)
         frame = av.VideoFrame.from_ndarray(np.zeros((481, 853, 3), np.uint8), format="bgr24")
         assert [*stream.encode(frame), *stream.encode(None)]
 
@@ -528,6 +529,51 @@ def test_the_av1_encoder_says_nothing_but_its_errors(monkeypatch):
             stream.width, stream.height, stream.pix_fmt = 64, 64, "yuv420p"
             video.open_encoder(stream, 20, Path("out.mkv"))
         assert os.environ["SVT_LOG"] == kept
+
+
+ENCODES_AV1 = """
+import io, os, pathlib, sys, av, numpy as np
+from facecrop_client.video import open_encoder, real_time_threads
+with av.open(io.BytesIO(), "w", format="matroska") as output:
+    stream = output.add_stream("libsvtav1", rate=10)
+    stream.width, stream.height, stream.pix_fmt = 64, 64, "yuv420p"
+    if sys.argv[1] == "open_encoder":
+        open_encoder(stream, 20, pathlib.Path("out.mkv"))
+    else:
+        stream.codec_context.open()
+    seen = len(real_time_threads())
+    frame = av.VideoFrame.from_ndarray(np.zeros((64, 64, 3), np.uint8), format="rgb24")
+    for _ in range(3):
+        stream.encode(frame)
+        seen = max(seen, len(real_time_threads()))
+    stream.encode(None)
+print(seen, os.sched_getscheduler(0), os.sched_getparam(0).sched_priority)
+"""
+
+
+def encodes_av1(opener: str, *run_as: str) -> tuple[int, int, int]:
+    """(the most real-time threads seen, the main thread's policy and priority at the end) of a fresh
+    process (`run_as`: a command it runs under) that encodes three AV1 frames."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [*run_as, sys.executable, "-c", ENCODES_AV1, opener]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    seen, policy, priority = map(int, done.stdout.split())
+    return seen, policy, priority
+
+
+def test_the_av1_encoder_leaves_no_thread_real_time():
+    """SVT-AV1 opened by root puts its workers and the thread that opens it at SCHED_FIFO 99: an encode
+    starves the machine, and every process started afterwards inherits FIFO 99. open_encoder puts
+    them back at the opener's policy and priority (here: the ordinary one, and a real-time 1 chosen
+    on purpose)."""
+    seen, policy, priority = encodes_av1("raw")
+    if (seen, policy) == (0, os.SCHED_OTHER):
+        pytest.skip("SVT-AV1 cannot go real-time here (not root, no CAP_SYS_NICE): nothing to undo")
+    assert seen > 10 and (policy, priority) == (os.SCHED_FIFO, 99)  # what the test guards against
+    assert encodes_av1("open_encoder") == (0, os.SCHED_OTHER, 0)
+    seen, policy, priority = encodes_av1("open_encoder", "chrt", "--fifo", "1")
+    assert (policy, priority) == (os.SCHED_FIFO, 1)  # a real-time 1 chosen on purpose, not SVT-AV1's 99
 
 
 def test_first_frames_that_cannot_be_decoded_are_skipped_and_the_rest_hidden(tmp_path):
