@@ -44,6 +44,8 @@ FINDING_OPTIONS = ("min_confidence", "min_face_size", "detail")
 DETECT_OPTIONS = (*FINDING_OPTIONS, "max_faces", "landmarks")
 CROP_OPTIONS = ("width", "height", "zoom", "gravity", "faces", "fit", "quality")
 ANONYMIZE_OPTIONS = (*FINDING_OPTIONS, "method", "strength", "margin", "shape", "quality")
+STDIN = Path("-")  # `-` as a photo: standard input (a file named so is ./-)
+STDOUT = Path("-")  # `--out -`: the one picture to standard output
 
 
 def at_least(minimum: int):
@@ -74,6 +76,14 @@ def seconds(text: str) -> float:
 
 class CommandError(Exception):
     """A failure told in one line on stderr (no traceback), with exit status 1."""
+
+
+def photo_path(text: str) -> Path:
+    return STDIN if text == "-" else Path(text)
+
+
+def output_path(text: str) -> Path:
+    return STDOUT if text == "-" else Path(text)
 
 
 def connection_options() -> argparse.ArgumentParser:
@@ -160,9 +170,11 @@ def parser() -> argparse.ArgumentParser:
         parents=[service],
     )
     for command in (detect, crop, anonymize):
-        command.add_argument("photos", nargs="+", type=Path)
+        command.add_argument("photos", nargs="+", type=photo_path, help="photo files; - reads one from standard input")
     for command in (crop, anonymize):
-        command.add_argument("--out", type=Path, required=True)
+        command.add_argument(
+            "--out", type=output_path, required=True, help="a folder; - writes the photo's picture to standard output"
+        )
     video = commands.add_parser(
         "video",
         help="hide every face of a video file (or list them); needs the video extra",
@@ -267,19 +279,36 @@ def each_photo(photos: list[Path], one: Callable[[Path], None]) -> int:
     return 1 if failed else 0
 
 
+def photo_bytes(photo: Path) -> bytes:
+    """The photo's bytes: standard input's for `-`, else the file's."""
+    return sys.stdin.buffer.read() if photo is STDIN else photo.read_bytes()
+
+
 def detect(client: AnyClient, args: argparse.Namespace) -> int:
     params = service_params(args, DETECT_OPTIONS)
+    read_once(args.photos)
 
     def one(photo: Path) -> None:
-        print(json.dumps({"path": str(photo), **client.detect(photo, **params).raw}), flush=True)
+        print(json.dumps({"path": str(photo), **client.detect(photo_bytes(photo), **params).raw}), flush=True)
 
     return each_photo(args.photos, one)
 
 
+def read_once(photos: list[Path]) -> None:
+    if sum(photo is STDIN for photo in photos) > 1:
+        raise CommandError("-: standard input holds one photo: give - once")
+
+
 def pictures(client: AnyClient, args: argparse.Namespace) -> int:
-    """`crop` or `anonymize`: one picture per photo into --out, its path printed."""
+    """`crop` or `anonymize`: one picture per photo into --out, its path printed; or, with
+    `--out -`, one photo's picture to standard output."""
     sink = PictureSink(args.out, args.format, args.command)
     params = service_params(args, OPTIONS[args.command])
+    read_once(args.photos)
+    if args.out is STDOUT:
+        return picture_to_stdout(client, sink, args.photos, params)
+    if any(photo is STDIN for photo in args.photos):
+        raise CommandError("-: standard input's picture goes to standard output: give --out -")
     sink.open()
     writers: dict[Path, Path] = {}  # each output and the photo it is written from
 
@@ -295,6 +324,19 @@ def pictures(client: AnyClient, args: argparse.Namespace) -> int:
         print(target, flush=True)
 
     return each_photo(args.photos, one)
+
+
+def picture_to_stdout(client: AnyClient, sink: PictureSink, photos: list[Path], params: dict) -> int:
+    """The picture of the one photo (its format picked as for a file: --format, else the photo's
+    name, else JPEG) to standard output; a failure is one line on stderr and nothing on stdout."""
+    if len(photos) != 1:
+        raise CommandError(f"--out - writes one picture: give one photo, not {len(photos)}")
+    [photo] = photos
+    with about(photo):
+        result = sink.call(client, photo_bytes(photo), photo.name, params)
+    sys.stdout.buffer.write(result.content)
+    sys.stdout.buffer.flush()
+    return 0
 
 
 def batch(client: AnyClient, args: argparse.Namespace) -> int:

@@ -80,6 +80,53 @@ def test_cli_goes_on_past_a_photo_it_cannot_use(stack, tmp_path):
     ]
 
 
+def run_piped(stack, *args, stdin: bytes, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """The command line with `stdin` as its standard input, its output as bytes."""
+    env = {**os.environ, "FACECROP_URL": stack.gateway}
+    return subprocess.run([*FACECROP, *args], input=stdin, capture_output=True, env=env, cwd=cwd, timeout=300)
+
+
+def test_cli_reads_a_photo_from_stdin_and_writes_its_picture_to_stdout(stack, tmp_path):
+    crowd = photo(CROWD)
+    detected = run_piped(stack, "detect", "-", "--min-confidence", "80", stdin=crowd.read_bytes())
+    from_file = run_cli(stack, "detect", str(crowd), "--min-confidence", "80")
+    assert detected.returncode == 0, detected.stderr
+    [piped] = [json.loads(line) for line in detected.stdout.splitlines()]
+    filed = json.loads(from_file.stdout)
+    assert piped.pop("path") == "-" and len(piped["faces"]) >= 10
+    assert piped == {key: value for key, value in filed.items() if key != "path"}
+    # `--out -`: the same picture as written into a folder, and only it, on stdout.
+    hidden = run_piped(stack, "anonymize", "-", "--out", "-", "--method", "fill", stdin=crowd.read_bytes())
+    assert hidden.returncode == 0 and hidden.stderr == b"", hidden.stderr
+    assert run_cli(stack, "anonymize", str(crowd), "--out", str(tmp_path), "--method", "fill").returncode == 0
+    assert hidden.stdout == (tmp_path / crowd.name).read_bytes()
+    # A named photo to stdout, its format from --format; a file named `-` is ./-.
+    shutil.copy(photo(ASTRONAUT), tmp_path / "-")
+    cropped = run_piped(stack, "crop", "./-", "--out", "-", "--width", "64", "--height", "48", "--format", "webp",
+                        stdin=b"", cwd=tmp_path)  # fmt: skip
+    assert cropped.returncode == 0, cropped.stderr
+    picture = Image.open(io.BytesIO(cropped.stdout))
+    assert (picture.format, picture.size) == ("WEBP", (64, 48))
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["detect", "-", "-"], "facecrop: -: standard input holds one photo: give - once"),
+        (["crop", "-", "--out", "OUT"], "facecrop: -: standard input's picture goes to standard output: give --out -"),
+        (["anonymize", "A", "A", "--out", "-"], "facecrop: --out - writes one picture: give one photo, not 2"),
+        (["anonymize", "-", "--out", "-"], "facecrop: -: 415 unsupported_image: the image is not readable as "),
+    ],
+)
+def test_cli_stdin_and_stdout_misuse_is_one_line_and_writes_nothing(stack, tmp_path, args, said):
+    args = [str(photo(ASTRONAUT)) if arg == "A" else str(tmp_path / "out") if arg == "OUT" else arg for arg in args]
+    result = run_piped(stack, *args, stdin=b"not a photo")
+    assert result.returncode == 1 and result.stdout == b""
+    [line] = result.stderr.decode().splitlines()
+    assert line.startswith(said), line
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_address_without_a_scheme_and_one_that_is_not_the_gateway(stack):
     bare = Client(stack.gateway.removeprefix("http://"))
     assert bare.base_url == stack.gateway and len(bare.detect(photo(ASTRONAUT)).faces) == 1
