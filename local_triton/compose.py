@@ -116,19 +116,26 @@ def succeeds(*command: str, timeout: float = QUICK_TIMEOUT_S) -> bool:
 
 
 def stuck() -> str:
-    """The processes the kernel holds (state D), with where they wait: a timeout's likeliest
-    cause on a VM (seen here: iptables in an nftables flush, dockerd in a page fault)."""
-    lines = []
+    """What a timeout's likeliest causes look like: processes the kernel holds (state D, with where
+    they wait), and user processes at a real-time policy, which starve everything else (an AV1
+    encoder opened as root once made a test runner, and all it started, SCHED_FIFO 99)."""
+    held, real_time = [], []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text()
             wchan = (stat.parent / "wchan").read_text()
         except OSError:
             continue
-        name, state = fields[fields.index("(") + 1 : fields.rindex(")")], fields[fields.rindex(")") + 2]
+        name = fields[fields.index("(") + 1 : fields.rindex(")")]
+        state, *numbers = fields[fields.rindex(")") + 2 :].split()
+        parent, policy = numbers[0], int(numbers[37])  # stat fields 4 and 41 (proc(5))
         if state == "D":
-            lines.append(f"{stat.parent.name} {name} waiting in {wchan or '?'}")
-    return "; processes stuck in the kernel: " + ", ".join(lines) if lines else ""
+            held.append(f"{stat.parent.name} {name} waiting in {wchan or '?'}")
+        if policy in (1, 2) and parent != "2":  # SCHED_FIFO, SCHED_RR; kernel threads' parent is 2
+            real_time.append(f"{stat.parent.name} {name}")
+    said = [f"processes stuck in the kernel: {', '.join(held)}"] if held else []
+    said += [f"processes at a real-time policy: {', '.join(real_time)}"] if real_time else []
+    return "".join(f"; {line}" for line in said)
 
 
 # --- Docker, installed with apt -----------------------------------------------------------

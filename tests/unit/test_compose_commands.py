@@ -4,12 +4,13 @@ lost that way). Real processes, no Docker needed."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from local_triton.compose import run, succeeds
+from local_triton.compose import run, stuck, succeeds
 
 # A command that exits at once but leaves a child holding its output pipe, as `docker info`'s
 # plugin did: the child writes its pid first.
@@ -51,3 +52,26 @@ def test_a_failure_raises_with_its_output_unless_unchecked():
         run("sh", "-c", "echo out; echo err >&2; exit 3", timeout=30, capture=True)
     result = run("sh", "-c", "echo out; exit 3", timeout=30, capture=True, check=False)
     assert (result.returncode, result.stdout) == (3, "out\n")
+
+
+def real_time_named(pid: int) -> bool:
+    said = stuck()
+    clause = said.partition("processes at a real-time policy: ")[2].split(";")[0]
+    return f"{pid} sleep" in clause.split(", ")
+
+
+@pytest.mark.parametrize("policy", ["--fifo", "--rr"])
+def test_a_timeout_names_the_processes_at_a_real_time_policy(policy):
+    """What starved the last hung run: processes at SCHED_FIFO 99 (an SVT-AV1 encoder's legacy)."""
+    fifo = subprocess.Popen(["chrt", policy, "1", "sleep", "60"], stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30  # until chrt has become sleep
+        while not real_time_named(fifo.pid):
+            if fifo.poll() is not None:
+                pytest.skip(f"cannot run real-time here: {fifo.stderr.read().decode().strip()}")
+            assert time.monotonic() < deadline, stuck()
+            time.sleep(0.05)
+    finally:
+        fifo.kill()
+        fifo.wait()
+    assert not real_time_named(fifo.pid)
