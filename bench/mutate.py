@@ -154,6 +154,17 @@ def equivalents() -> dict[str, str]:
     return tomllib.loads(EQUIVALENT.read_text()).get("equivalent", {}) if EQUIVALENT.is_file() else {}
 
 
+def selected(mutant: str, modules: list[str]) -> bool:
+    """Whether `mutant` is one of `modules`' (every module's where none is named)."""
+    return not modules or any(mutant.startswith(mutant_prefix(module)) for module in modules)
+
+
+def stale(found: dict[str, str], modules: list[str], known: dict[str, str]) -> list[str]:
+    """The mutants of `modules` listed as equivalent that this run caught (or did not judge): the
+    list is wrong about them. Other modules' mutants were not run, whatever their status says."""
+    return sorted(name for name in known if selected(name, modules) and found.get(name) not in (None, "survived"))
+
+
 def report(found: dict[str, str], modules: list[str], known: dict[str, str]) -> tuple[list[str], bool]:
     """The per-module table (markdown) and whether every module reaches TARGET."""
     lines = [
@@ -164,7 +175,7 @@ def report(found: dict[str, str], modules: list[str], known: dict[str, str]) -> 
     every = True
     by_module: dict[str, Counter] = {}
     for name, status in found.items():
-        if modules and not any(name.startswith(mutant_prefix(m)) for m in modules):
+        if not selected(name, modules):
             continue
         if status == "survived" and name in known:
             status = "equivalent"
@@ -194,11 +205,15 @@ def main() -> None:
     run_mutmut(args.modules)
     found, known = statuses(), equivalents()
     lines, every = report(found, args.modules, known)
-    stale = sorted(name for name in known if found.get(name) not in (None, "survived"))
-    if stale:
-        lines.append(f"\nListed as equivalent but no longer surviving (remove from bench/mutants.toml): {stale}")
+    listed_wrongly = stale(found, args.modules, known)
+    if listed_wrongly:
+        lines.append(
+            f"\nListed as equivalent but no longer surviving (remove from bench/mutants.toml): {listed_wrongly}"
+        )
     survivors = sorted(
-        name for name, status in found.items() if status == "survived" and name not in known and not message_only(name)
+        name
+        for name, status in found.items()
+        if selected(name, args.modules) and status == "survived" and name not in known and not message_only(name)
     )
     if args.survivors:
         lines += ["", "Survivors:", *survivors]
