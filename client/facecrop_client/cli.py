@@ -331,6 +331,8 @@ def picture_to_stdout(client: AnyClient, sink: PictureSink, photos: list[Path], 
     name, else JPEG) to standard output; a failure is one line on stderr and nothing on stdout."""
     if len(photos) != 1:
         raise CommandError(f"--out - writes one picture: give one photo, not {len(photos)}")
+    if sys.stdout.isatty():  # as curl does: image bytes would garble the terminal
+        raise CommandError("--out -: standard output is a terminal: redirect it to a file (> out.jpg) or a pipe")
     [photo] = photos
     with about(photo):
         result = sink.call(client, photo_bytes(photo), photo.name, params)

@@ -1,5 +1,7 @@
 """The `facecrop` command line without a service: where its options may go, and how failures read."""
 
+import os
+import pty
 import subprocess
 import sys
 import time
@@ -114,3 +116,26 @@ def test_the_smallest_counts_and_a_fraction_of_a_second_are_taken():
     args = parser().parse_args(["video", "a.mp4", "b.mp4", "--in-flight", "1", "--hold", "0", "--timeout", "0.5"])
     assert (args.in_flight, args.hold, args.timeout) == (1, 0, 0.5)
     assert parser().parse_args(["batch", "in", "out", "--mode", "detect", "--concurrency", "1"]).concurrency == 1
+
+
+def test_a_picture_is_not_written_to_a_terminal():
+    """`--out -` with standard output on a terminal: one line, before any request (DOWN answers nothing)."""
+    terminal, its_end = pty.openpty()
+    try:
+        result = subprocess.run(
+            [*FACECROP, "anonymize", "-", "--out", "-", "--url", DOWN],
+            input=b"photo bytes",
+            stdout=its_end,
+            stderr=subprocess.PIPE,
+            timeout=120,
+        )
+        os.set_blocking(terminal, False)
+        with pytest.raises(BlockingIOError):
+            os.read(terminal, 1024)  # nothing written to it
+    finally:
+        os.close(terminal)
+        os.close(its_end)
+    assert result.returncode == 1
+    assert result.stderr.decode() == (
+        "facecrop: --out -: standard output is a terminal: redirect it to a file (> out.jpg) or a pipe\n"
+    )
