@@ -531,9 +531,18 @@ def test_the_av1_encoder_says_nothing_but_its_errors(monkeypatch):
         assert os.environ["SVT_LOG"] == kept
 
 
+def threads_real_time() -> int:
+    """How many of this process's threads run at a real-time policy (counted here, not by the module)."""
+    policies = [os.sched_getscheduler(int(task)) for task in os.listdir("/proc/self/task")]
+    return sum(policy in (os.SCHED_FIFO, os.SCHED_RR) for policy in policies)
+
+
 ENCODES_AV1 = """
 import io, os, pathlib, sys, av, numpy as np
-from facecrop_client.video import open_encoder, real_time_threads
+from facecrop_client.video import open_encoder
+def real_time_threads():
+    policies = [os.sched_getscheduler(int(task)) for task in os.listdir("/proc/self/task")]
+    return [policy for policy in policies if policy in (os.SCHED_FIFO, os.SCHED_RR)]
 with av.open(io.BytesIO(), "w", format="matroska") as output:
     stream = output.add_stream("libsvtav1", rate=10)
     stream.width, stream.height, stream.pix_fmt = 64, 64, "yuv420p"
@@ -574,6 +583,39 @@ def test_the_av1_encoder_leaves_no_thread_real_time():
     assert encodes_av1("open_encoder") == (0, os.SCHED_OTHER, 0)
     seen, policy, priority = encodes_av1("open_encoder", "chrt", "--fifo", "1")
     assert (policy, priority) == (os.SCHED_FIFO, 1)  # a real-time 1 chosen on purpose, not SVT-AV1's 99
+    with av.open(io.BytesIO(), "w", format="matroska") as output:  # and in this process, while it is open
+        stream = output.add_stream("libsvtav1", rate=FPS)
+        stream.width, stream.height, stream.pix_fmt = 64, 64, "yuv420p"
+        video.open_encoder(stream, 20, Path("out.mkv"))
+        assert threads_real_time() == 0 and len(os.listdir("/proc/self/task")) > 10  # SVT's workers run
+
+
+def test_a_thread_that_ends_while_the_policies_are_read_is_passed_over(monkeypatch):
+    """A thread listed in /proc/self/task may be gone when its policy is asked (ESRCH)."""
+    asked = os.sched_getscheduler
+    gone = threading.get_native_id()  # this thread stands for one that has just ended
+
+    def policy_of(thread: int) -> int:
+        if thread == gone:
+            raise ProcessLookupError(3, "No such process")
+        return asked(thread)
+
+    monkeypatch.setattr(os, "sched_getscheduler", policy_of)
+    assert video.real_time_threads() == set()  # not an error
+
+
+@pytest.mark.parametrize(
+    "encoder, size, encoded",
+    [
+        ("libx264", (482, 271), (482, 270)),
+        ("libx265", (485, 1), (484, 2)),
+        ("libx264", (853, 480), (852, 480)),
+        ("libvpx-vp9", (485, 271), (485, 271)),
+        ("libsvtav1", (853, 481), (853, 481)),
+    ],
+)
+def test_only_odd_sides_lose_a_pixel_and_only_in_h264_and_hevc(encoder, size, encoded):
+    assert video.encoded_size(encoder, *size) == encoded
 
 
 def test_first_frames_that_cannot_be_decoded_are_skipped_and_the_rest_hidden(tmp_path):
