@@ -78,8 +78,8 @@ def log(message: str) -> None:
     print(f"[compose] {message}", file=sys.stderr, flush=True)
 
 
-def run(
-    *command: str, timeout: float, capture: bool = False, check: bool = True, **kwargs
+def sh(
+    *command: str, timeout: float = QUICK_TIMEOUT_S, capture: bool = False, check: bool = True, **kwargs
 ) -> subprocess.CompletedProcess:
     """Run `command` in a process group of its own, output captured or passed through, for at
     most `timeout` seconds: then the whole group is killed (a Docker CLI's plugins hold its
@@ -103,16 +103,22 @@ def run(
     return result
 
 
-def sh(*command: str, capture: bool = False, timeout: float = QUICK_TIMEOUT_S, **kwargs) -> subprocess.CompletedProcess:
-    """Run `command` (see `run`), raising if it fails or takes more than `timeout` seconds."""
-    return run(*command, timeout=timeout, capture=capture, **kwargs)
-
-
 def succeeds(*command: str, timeout: float = QUICK_TIMEOUT_S) -> bool:
     try:
-        return run(*command, timeout=timeout, capture=True, check=False).returncode == 0
+        return sh(*command, timeout=timeout, capture=True, check=False).returncode == 0
     except (OSError, RuntimeError):
         return False
+
+
+def process_status(pid: int | str) -> tuple[str, str, list[str]] | None:
+    """A process's name, state and the /proc/<pid>/stat fields after them (field 4 on, proc(5));
+    None once it has ended."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    state, *fields = stat[stat.rindex(")") + 2 :].split()
+    return stat[stat.index("(") + 1 : stat.rindex(")")], state, fields
 
 
 def stuck() -> str:
@@ -120,19 +126,17 @@ def stuck() -> str:
     they wait), and user processes at a real-time policy, which starve everything else (an AV1
     encoder opened as root once made a test runner, and all it started, SCHED_FIFO 99)."""
     held, real_time = [], []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text()
-            wchan = (stat.parent / "wchan").read_text()
-        except OSError:
+    for process in Path("/proc").glob("[0-9]*"):
+        status = process_status(process.name)
+        if status is None:
             continue
-        name = fields[fields.index("(") + 1 : fields.rindex(")")]
-        state, *numbers = fields[fields.rindex(")") + 2 :].split()
-        parent, policy = numbers[0], int(numbers[37])  # stat fields 4 and 41 (proc(5))
+        name, state, fields = status
+        parent, policy = fields[0], int(fields[37])  # stat fields 4 and 41
         if state == "D":
-            held.append(f"{stat.parent.name} {name} waiting in {wchan or '?'}")
+            with contextlib.suppress(OSError):
+                held.append(f"{process.name} {name} waiting in {(process / 'wchan').read_text() or '?'}")
         if policy in (1, 2) and parent != "2":  # SCHED_FIFO, SCHED_RR; kernel threads' parent is 2
-            real_time.append(f"{stat.parent.name} {name}")
+            real_time.append(f"{process.name} {name}")
     said = [f"processes stuck in the kernel: {', '.join(held)}"] if held else []
     said += [f"processes at a real-time policy: {', '.join(real_time)}"] if real_time else []
     return "".join(f"; {line}" for line in said)
@@ -245,12 +249,8 @@ def start_daemon(pid_file: Path) -> bool:
 
 def running_dockerd(pid: int) -> bool:
     """Whether `pid` is a live (not zombie) dockerd."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    name, state = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2]
-    return name == "dockerd" and state != "Z"
+    status = process_status(pid)
+    return status is not None and status[0] == "dockerd" and status[1] != "Z"
 
 
 def stop_daemon(pid_file: Path) -> None:
@@ -308,7 +308,7 @@ def base_images() -> list[str]:
 def pulled(image: str) -> bool:
     log(f"pulling {image}")
     try:
-        return run("docker", "pull", "--quiet", image, timeout=PULL_TIMEOUT_S, check=False).returncode == 0
+        return sh("docker", "pull", "--quiet", image, timeout=PULL_TIMEOUT_S, check=False).returncode == 0
     except RuntimeError as timed_out:
         log(str(timed_out))
         return False
@@ -326,7 +326,7 @@ def ensure_base_images() -> None:
 def pip_index_settings() -> list[str]:
     """The host pip's http(s) `index-url` / `extra-index-url` settings (file:// ones stay
     on the host), as pip.conf lines; the environment's first, as pip ranks them."""
-    listing = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
+    listing = sh(sys.executable, "-m", "pip", "config", "list", capture=True, check=False).stdout
     found = dict(re.findall(r"^(\S+)='(.*)'$", listing, re.M))
     lines = []
     for key in ("index-url", "extra-index-url"):
@@ -365,7 +365,7 @@ def build_stand_in(image: str, recipe: StandIn) -> None:
         changes = [f"--change={change}" for change in STAND_IN_CHANGES + recipe.changes]
         try:
             importing = ("docker", "import", *changes, "-", image)
-            imported = run(*importing, stdin=rootfs.stdout, capture=True, check=False, timeout=APT_TIMEOUT_S)
+            imported = sh(*importing, stdin=rootfs.stdout, capture=True, check=False, timeout=APT_TIMEOUT_S)
         finally:
             rootfs.stdout.close()
             if rootfs.poll() is None:  # the import failed or timed out: mmdebstrap has no reader left

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
-from local_triton.compose import run, stuck, succeeds
+from local_triton.compose import process_status, sh, stuck, succeeds
 
 # A command that exits at once but leaves a child holding its output pipe, as `docker info`'s
 # plugin did: the child writes its pid first.
@@ -19,18 +18,15 @@ LEAVES_A_CHILD = 'sleep 300 & echo $! > "$0"; wait'
 
 def gone(pid: int) -> bool:
     """Whether `pid` has ended (a zombie counts: nobody here reaps the group's orphans)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat[stat.rindex(")") + 2] == "Z"
+    status = process_status(pid)
+    return status is None or status[1] == "Z"
 
 
 def test_a_timeout_kills_the_whole_group_and_says_so(tmp_path):
     pid_file = tmp_path / "child.pid"
     started = time.monotonic()
     with pytest.raises(RuntimeError, match=r"`sh -c .*` did not finish within 1 s"):
-        run("sh", "-c", LEAVES_A_CHILD, str(pid_file), timeout=1, capture=True)
+        sh("sh", "-c", LEAVES_A_CHILD, str(pid_file), timeout=1, capture=True)
     # Before: subprocess.run(timeout=) killed only `sh`, then waited for the pipe the child held.
     assert time.monotonic() - started < 60
     child = int(pid_file.read_text())
@@ -49,8 +45,8 @@ def test_a_command_that_outlives_its_bound_does_not_succeed(tmp_path):
 
 def test_a_failure_raises_with_its_output_unless_unchecked():
     with pytest.raises(RuntimeError, match=r"(?s)exited with 3\n.*out.*err"):
-        run("sh", "-c", "echo out; echo err >&2; exit 3", timeout=30, capture=True)
-    result = run("sh", "-c", "echo out; exit 3", timeout=30, capture=True, check=False)
+        sh("sh", "-c", "echo out; echo err >&2; exit 3", timeout=30, capture=True)
+    result = sh("sh", "-c", "echo out; exit 3", timeout=30, capture=True, check=False)
     assert (result.returncode, result.stdout) == (3, "out\n")
 
 
