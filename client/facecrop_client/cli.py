@@ -44,8 +44,7 @@ FINDING_OPTIONS = ("min_confidence", "min_face_size", "detail")
 DETECT_OPTIONS = (*FINDING_OPTIONS, "max_faces", "landmarks")
 CROP_OPTIONS = ("width", "height", "zoom", "gravity", "faces", "fit", "quality")
 ANONYMIZE_OPTIONS = (*FINDING_OPTIONS, "method", "strength", "margin", "shape", "quality")
-STDIN = Path("-")  # `-` as a photo: standard input (a file named so is ./-)
-STDOUT = Path("-")  # `--out -`: the one picture to standard output
+STDIO = Path("-")  # `-`: standard input as a photo, standard output as --out (a file named so is ./-)
 
 
 def at_least(minimum: int):
@@ -78,12 +77,8 @@ class CommandError(Exception):
     """A failure told in one line on stderr (no traceback), with exit status 1."""
 
 
-def photo_path(text: str) -> Path:
-    return STDIN if text == "-" else Path(text)
-
-
-def output_path(text: str) -> Path:
-    return STDOUT if text == "-" else Path(text)
+def path_or_stdio(text: str) -> Path:
+    return STDIO if text == "-" else Path(text)
 
 
 def connection_options() -> argparse.ArgumentParser:
@@ -170,10 +165,10 @@ def parser() -> argparse.ArgumentParser:
         parents=[service],
     )
     for command in (detect, crop, anonymize):
-        command.add_argument("photos", nargs="+", type=photo_path, help="photo files; - reads one from standard input")
+        command.add_argument("photos", nargs="+", type=path_or_stdio, help="photo files; - reads one from stdin")
     for command in (crop, anonymize):
         command.add_argument(
-            "--out", type=output_path, required=True, help="a folder; - writes the photo's picture to standard output"
+            "--out", type=path_or_stdio, required=True, help="a folder; - writes the photo's picture to standard output"
         )
     video = commands.add_parser(
         "video",
@@ -281,7 +276,7 @@ def each_photo(photos: list[Path], one: Callable[[Path], None]) -> int:
 
 def photo_bytes(photo: Path) -> bytes:
     """The photo's bytes: standard input's for `-`, else the file's."""
-    return sys.stdin.buffer.read() if photo is STDIN else photo.read_bytes()
+    return sys.stdin.buffer.read() if photo is STDIO else photo.read_bytes()
 
 
 def detect(client: AnyClient, args: argparse.Namespace) -> int:
@@ -295,7 +290,7 @@ def detect(client: AnyClient, args: argparse.Namespace) -> int:
 
 
 def read_once(photos: list[Path]) -> None:
-    if sum(photo is STDIN for photo in photos) > 1:
+    if sum(photo is STDIO for photo in photos) > 1:
         raise CommandError("-: standard input holds one photo: give - once")
 
 
@@ -305,9 +300,9 @@ def pictures(client: AnyClient, args: argparse.Namespace) -> int:
     sink = PictureSink(args.out, args.format, args.command)
     params = service_params(args, OPTIONS[args.command])
     read_once(args.photos)
-    if args.out is STDOUT:
+    if args.out is STDIO:
         return picture_to_stdout(client, sink, args.photos, params)
-    if any(photo is STDIN for photo in args.photos):
+    if any(photo is STDIO for photo in args.photos):
         raise CommandError("-: standard input's picture goes to standard output: give --out -")
     sink.open()
     writers: dict[Path, Path] = {}  # each output and the photo it is written from
