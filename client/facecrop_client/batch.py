@@ -52,6 +52,9 @@ class DetectSink:
     def is_done(self, relative: str) -> bool:
         return relative in self.written
 
+    def check(self, relative: str) -> None:
+        """Every image may be sent (each has its own line)."""
+
     def __getstate__(self) -> dict:
         """What a Ray task needs of it (the driver alone writes the file and knows what is done)."""
         return {"output": self.output, "written": set()}
@@ -110,10 +113,13 @@ class PictureSink:
     def open(self) -> None:
         self.output.mkdir(parents=True, exist_ok=True)
 
-    def call(self, client: AnyClient, image: bytes | Path, name: str, params: dict) -> CropResult | AnonymizeResult:
-        if name in self.written_by:
-            message = f"its output, {self.target(name)}, is {self.written_by[name]}'s: rename one of the two"
+    def check(self, relative: str) -> None:
+        """Refuse (same_output) an image whose output an earlier one writes, before it is read."""
+        if relative in self.written_by:
+            message = f"its output, {self.target(relative)}, is {self.written_by[relative]}'s: rename one of the two"
             raise FacecropError(0, "same_output", message)
+
+    def call(self, client: AnyClient, image: bytes | Path, name: str, params: dict) -> CropResult | AnonymizeResult:
         return getattr(client, self.endpoint)(image, **params, format=self.format_of(name))
 
     def write(self, relative: str, result: CropResult | AnonymizeResult) -> None:
@@ -337,9 +343,11 @@ class Failed(Exception):
 
 
 def timed_call(sink, client: AnyClient, source: Source, item: Item, params: dict) -> tuple[Any, float]:
-    """The item read and `sink.call` on it, and its seconds; Failed (with the seconds) where either fails."""
+    """The item checked (`sink.check`, before any read), read and `sink.call` on it, and its seconds;
+    Failed (with the seconds) where any of them fails."""
     started = time.monotonic()
     try:
+        sink.check(item.name)
         return sink.call(client, source.read(item.origin), item.name, params), time.monotonic() - started
     except (FacecropError, OSError) as error:
         raise Failed(error, time.monotonic() - started) from error

@@ -14,6 +14,7 @@ import pytest
 from PIL import Image
 
 from evaluation.images import ASTRONAUT, CROWD, photo
+from evaluation.origins import photo_origin
 from facecrop_client import Client, Face, FacecropError
 from local_triton.processes import SHARED_FACES
 from tests.support import Gate, gated, restore_ctrl_c
@@ -247,6 +248,22 @@ def test_photos_that_would_share_an_output_or_overwrite_their_input_are_refused(
     twice = run_cli(stack, "anonymize", str(folder / "x.jpg"), str(second), "--out", str(out))
     assert twice.returncode == 1 and f"its output, {out / 'x.jpg'}, is {folder / 'x.jpg'}'s" in twice.stderr
     assert Image.open(out / "x.jpg").size == Image.open(photo(ASTRONAUT)).size
+
+
+def test_a_listed_photo_whose_output_is_taken_is_refused_before_it_is_fetched(stack, tmp_path):
+    """x.jpeg's and x.jpg's outputs are both <host>/x.jpg: x.jpg fails (same_output) without its
+    URL being fetched (a wasted download per clash, from an origin or an object store, before)."""
+    (tmp_path / "origin").mkdir()
+    shutil.copy(photo(ASTRONAUT), tmp_path / "origin" / "x.jpg")
+    shutil.copy(photo(CROWD), tmp_path / "origin" / "x.jpeg")
+    with photo_origin(tmp_path / "origin") as (base, origin):
+        (tmp_path / "photos.txt").write_text(f"{base}x.jpeg\n{base}x.jpg\n")
+        done = run_cli(stack, "batch", str(tmp_path / "photos.txt"), str(tmp_path / "out"), "--mode", "crop", "-q")
+    assert done.returncode == 1, done.stderr
+    assert "2 images, 0 already done, 1 processed, 1 failed" in done.stderr, done.stderr
+    [failure] = read_jsonl(tmp_path / "out.failures.jsonl")
+    assert (failure["path"].rsplit("/", 1)[-1], failure["code"]) == ("x.jpg", "same_output")
+    assert (origin.seen["/x.jpeg"], origin.seen["/x.jpg"]) == (1, 0)
 
 
 def test_batch_stops_cleanly_on_ctrl_c_and_a_rerun_finishes(stack, tmp_path):
