@@ -36,7 +36,7 @@ from facecrop_client.batch import (
 )
 from facecrop_client.client import AnyClient, FacecropError, connect
 from facecrop_client.presets import DEFAULTS, FAST
-from facecrop_client.sources import Folder, Source, source_of
+from facecrop_client.sources import Folder, Source, SourceError, source_of
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 DEFAULT_TIMEOUT_S = 60.0
@@ -337,10 +337,16 @@ def picture_to_stdout(client: AnyClient, sink: PictureSink, photos: list[Path], 
 
 
 def batch(client: AnyClient, args: argparse.Namespace) -> int:
+    """`batch`: a source's photos (a list's lines read as the run starts) through one engine; a
+    source that cannot be read as one is one line."""
     try:
-        source = source_of(args.input_dir, args.output)
-    except ValueError as error:
+        return batch_of(client, args, source_of(args.input_dir, args.output))
+    except SourceError as error:
         raise CommandError(str(error)) from error
+
+
+def batch_of(client: AnyClient, args: argparse.Namespace, source: Source) -> int:
+    """`batch` on `source`: the summary on stderr (and as JSON with --json), the exit status."""
     sink = DetectSink(args.output) if args.mode == "detect" else PictureSink(args.output, args.format, args.mode)
     params = service_params(args, OPTIONS[args.mode])
     failures = args.output.with_name(args.output.name + ".failures.jsonl")

@@ -9,6 +9,7 @@ a Ray task gets the source and its items' origins, and opens them on its own nod
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple, Union
@@ -18,6 +19,7 @@ import urllib3
 
 OBJECT_STORE_SCHEMES = ("s3://", "gs://")
 READ_TIMEOUT_S = 60.0
+QUERY_UNSAFE = re.compile(r"[^A-Za-z0-9_=-]+")  # a query in an output's name: no dot (a suffix), slash or '?'
 
 
 class Item(NamedTuple):
@@ -51,36 +53,55 @@ class Folder:
         return self.root / origin
 
 
+class SourceError(ValueError):
+    """A source that cannot be read as one (one line, naming it)."""
+
+
 @dataclass(frozen=True)
 class ListFile:
-    """One path or http(s) URL per line (blank lines and `#` comments skipped); relative paths
-    are read from the list's folder. A URL's outputs mirror its host and path."""
+    """One path or http(s) URL per line (blank lines and `#` comments skipped; UTF-8, with or
+    without a byte-order mark); relative paths are read from the list's folder. A path is taken
+    where its suffix is a photo's (as in a folder); a URL always: the service judges what it
+    serves. A URL's outputs mirror its host and path, and its query too where the path names no
+    photo (`/photo?id=7`, whose query picks the photo)."""
 
     path: Path
 
     def items(self, suffixes: frozenset[str]) -> list[Item]:
-        found: dict[str, Item] = {}
-        for line in self.path.read_text(encoding="utf-8").splitlines():
+        """Every photo listed once; SourceError where two lines would be one output (two URLs that
+        differ only in their query, say)."""
+        found: dict[str, tuple[int, Item]] = {}
+        for number, line in enumerate(self.path.read_text(encoding="utf-8-sig").splitlines(), 1):
             origin = line.strip()
             if not origin or origin.startswith("#"):
                 continue
-            name = self.name_of(origin)
-            if PurePosixPath(name).suffix.lower() in suffixes:
-                found.setdefault(name, Item(name, origin))
-        return sorted(found.values())
+            item = Item(self.name_of(origin, suffixes), origin)
+            if not is_url(origin) and PurePosixPath(item.name).suffix.lower() not in suffixes:
+                continue
+            first, earlier = found.setdefault(item.name, (number, item))
+            if earlier.origin != origin and (is_url(origin) or is_url(earlier.origin)):
+                raise SourceError(
+                    f"{self.path}: lines {first} and {number} would both be written as {item.name} "
+                    f"({earlier.origin}, {origin}): list one of them"
+                )
+        return sorted(item for _, item in found.values())
 
-    def name_of(self, origin: str) -> str:
-        """A URL's host and path; a path's place under the list's folder, else its whole path."""
-        if origin.startswith(("http://", "https://")):
+    def name_of(self, origin: str, suffixes: frozenset[str]) -> str:
+        """A URL's host and path (and query, where the path has none of `suffixes`); a path's place
+        under the list's folder, else its whole path (two names are one file)."""
+        if is_url(origin):
             parts = urlsplit(origin)
-            return f"{parts.hostname}{os.path.normpath(parts.path or '/')}".rstrip("/")
+            name = f"{parts.hostname}{os.path.normpath(parts.path or '/')}".rstrip("/")
+            if parts.query and PurePosixPath(name).suffix.lower() not in suffixes:
+                name += "/" + QUERY_UNSAFE.sub("_", parts.query)  # a folder of its own: no suffix to replace
+            return name
         folder = os.path.normpath(self.path.parent.absolute())
         full = os.path.normpath(os.path.join(folder, origin))
         inside = os.path.commonpath([folder, full]) == folder
         return Path(os.path.relpath(full, folder) if inside else full).as_posix().lstrip("/")
 
     def read(self, origin: str) -> bytes:
-        if not origin.startswith(("http://", "https://")):
+        if not is_url(origin):
             return (self.path.parent / origin).read_bytes()
         try:
             response = _http().request("GET", origin, timeout=READ_TIMEOUT_S)
@@ -130,6 +151,10 @@ _FILESYSTEMS: dict[str, tuple[Any, str]] = {}
 _HTTP: list[urllib3.PoolManager] = []
 
 
+def is_url(origin: str) -> bool:
+    return origin.startswith(("http://", "https://"))
+
+
 def _http() -> urllib3.PoolManager:
     if not _HTTP:
         _HTTP.append(urllib3.PoolManager(retries=urllib3.Retry(3, backoff_factor=0.5)))
@@ -138,14 +163,14 @@ def _http() -> urllib3.PoolManager:
 
 def source_of(text: str, output: Path | None = None) -> Source:
     """The source an INPUT argument names (a folder's items leave out `output`, the batch's own);
-    ValueError (one line) where it names none."""
+    SourceError (one line) where it names none."""
     if text.startswith(OBJECT_STORE_SCHEMES):
         return ObjectStore(text)
     path = Path(text)
     if path.is_dir():
         if output is not None and output.resolve() == path.resolve():
-            raise ValueError(f"{text}: the input folder is the output folder (its photos would pass for done)")
+            raise SourceError(f"{text}: the input folder is the output folder (its photos would pass for done)")
         return Folder(path, output)
     if path.is_file():
         return ListFile(path)
-    raise ValueError(f"{text}: not a folder, a list of paths or URLs, or an s3:// prefix")
+    raise SourceError(f"{text}: not a folder, a list of paths or URLs, or an s3:// prefix")

@@ -266,6 +266,32 @@ def test_a_listed_photo_whose_output_is_taken_is_refused_before_it_is_fetched(st
     assert (origin.seen["/x.jpeg"], origin.seen["/x.jpg"]) == (1, 0)
 
 
+def test_listed_urls_whose_query_picks_the_photo_are_each_done_and_a_list_naming_one_output_twice_is_refused(
+    stack, tmp_path
+):
+    """`/photo?id=1` and `/photo?id=2` (no photo's suffix) were left out of the batch without a word:
+    each is cropped into a file of its own. A list two of whose URLs would be one output is one line
+    before any photo is sent (the second was dropped silently)."""
+    (tmp_path / "origin").mkdir()
+    shutil.copy(photo(ASTRONAUT), tmp_path / "origin" / "photo")
+    with photo_origin(tmp_path / "origin") as (base, origin):
+        (tmp_path / "photos.txt").write_text(f"{base}photo?id=1\n{base}photo?id=2\n")
+        done = run_cli(stack, "batch", str(tmp_path / "photos.txt"), str(tmp_path / "out"), "--mode", "crop", "-q")
+        assert done.returncode == 0, done.stderr
+        assert "2 images, 0 already done, 2 processed, 0 failed" in done.stderr, done.stderr
+        crops = sorted(path.relative_to(tmp_path / "out").as_posix() for path in (tmp_path / "out").rglob("*.jpg"))
+        assert crops == ["127.0.0.1/photo/id=1.jpg", "127.0.0.1/photo/id=2.jpg"]
+        (tmp_path / "twice.txt").write_text(f"{base}photo.jpg?w=1\n{base}photo.jpg?w=2\n")
+        twice = run_cli(stack, "batch", str(tmp_path / "twice.txt"), str(tmp_path / "out2"), "--mode", "crop")
+        assert origin.seen["/photo"] == 2 and origin.seen["/photo.jpg"] == 0
+    assert twice.returncode == 1
+    assert twice.stderr == (
+        f"facecrop: {tmp_path / 'twice.txt'}: lines 1 and 2 would both be written as 127.0.0.1/photo.jpg "
+        f"({base}photo.jpg?w=1, {base}photo.jpg?w=2): list one of them\n"
+    )
+    assert not (tmp_path / "out2").exists()
+
+
 def test_batch_stops_cleanly_on_ctrl_c_and_a_rerun_finishes(stack, tmp_path):
     names = photo_tree(tmp_path / "in", 60)
     output = tmp_path / "faces.jsonl"
