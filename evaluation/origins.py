@@ -209,6 +209,7 @@ HOSTILE = {
     "/drip-headers": (b"HTTP/1.1 200 OK\r\nContent-Type: image/jpeg\r\nX-Drip: ", b"x"),
     "/trickle-close": (b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n", b"x"),
     "/trickle-http10": (b"HTTP/1.0 200 OK\r\n\r\n", b"x"),
+    "/endless": (b"HTTP/1.1 200 OK\r\nContent-Type: image/jpeg\r\nConnection: close\r\n\r\n", b"\xff" * (1 << 20)),
     "/continue-flood": (b"", b"HTTP/1.1 100 Continue\r\n\r\n"),
     "/endless-trailer": (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n", b"X-T: 1\r\n" * 8),
     "/drip-chunk-size": (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", b"0"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple, Union
@@ -18,7 +19,9 @@ from urllib.parse import urlsplit
 import urllib3
 
 OBJECT_STORE_SCHEMES = ("s3://", "gs://")
-READ_TIMEOUT_S = 60.0
+READ_TIMEOUT_S = 60.0  # a listed URL's whole read (and each of its socket's waits)
+MAX_READ_BYTES = 100 << 20  # a listed URL's or stored object's body: five times the service's default limit
+READ_CHUNK_BYTES = 1 << 20
 QUERY_UNSAFE = re.compile(r"[^A-Za-z0-9_=-]+")  # a query in an output's name: no dot (a suffix), slash or '?'
 
 
@@ -48,9 +51,6 @@ class Folder:
 
     def read(self, origin: str) -> bytes:
         return (self.root / origin).read_bytes()
-
-    def local_path(self, origin: str) -> Path:
-        return self.root / origin
 
 
 class SourceError(ValueError):
@@ -104,12 +104,18 @@ class ListFile:
         if not is_url(origin):
             return (self.path.parent / origin).read_bytes()
         try:
-            response = _http().request("GET", origin, timeout=READ_TIMEOUT_S)
-        except urllib3.exceptions.HTTPError as error:
+            response = _http().request("GET", origin, timeout=READ_TIMEOUT_S, preload_content=False)
+            try:
+                if response.status != 200:
+                    raise OSError(f"{origin}: HTTP {response.status}")
+                return _body(response, origin)
+            except BaseException:
+                response.close()  # a body not read to its end: its connection is not reused
+                raise
+            finally:
+                response.release_conn()
+        except urllib3.exceptions.HTTPError as error:  # the body cut short, a read timed out
             raise OSError(f"{origin}: {error}") from error
-        if response.status != 200:
-            raise OSError(f"{origin}: HTTP {response.status}")
-        return response.data
 
 
 @dataclass(frozen=True)
@@ -143,7 +149,9 @@ class ObjectStore:
     def read(self, origin: str) -> bytes:
         filesystem, prefix = self.filesystem()
         with filesystem.open_input_file(f"{prefix}/{origin}") as stream:
-            return stream.read()
+            data = stream.read(MAX_READ_BYTES + 1)
+        _check_size(len(data), origin)
+        return data
 
 
 Source = Union[Folder, ListFile, ObjectStore]
@@ -153,6 +161,24 @@ _HTTP: list[urllib3.PoolManager] = []
 
 def is_url(origin: str) -> bool:
     return origin.startswith(("http://", "https://"))
+
+
+def _body(response: urllib3.BaseHTTPResponse, url: str) -> bytes:
+    """A URL's body, refused (OSError) past MAX_READ_BYTES or READ_TIMEOUT_S in all: a camera's endless
+    stream (or a video) grew the batch's memory by 200 MB a second until the machine ran out."""
+    deadline = time.monotonic() + READ_TIMEOUT_S
+    body = bytearray()
+    while chunk := response.read1(READ_CHUNK_BYTES):  # what has come: a trickle is timed too
+        body += chunk
+        _check_size(len(body), url)
+        if time.monotonic() > deadline:
+            raise OSError(f"{url}: not read in {READ_TIMEOUT_S:g} s")
+    return bytes(body)
+
+
+def _check_size(size: int, origin: str) -> None:
+    if size > MAX_READ_BYTES:
+        raise OSError(f"{origin}: over {MAX_READ_BYTES >> 20} MiB, more than any photo the service takes")
 
 
 def _http() -> urllib3.PoolManager:
