@@ -7,7 +7,7 @@ import io
 from flask import Request
 
 from gateway.decode import EMPTY_IMAGE
-from gateway.errors import InvalidParameter, MissingImage
+from gateway.errors import InvalidParameter, MissingImage, PayloadTooLarge
 
 FORM_MIMETYPES = frozenset({"multipart/form-data", "application/x-www-form-urlencoded"})
 RAW_MIMETYPES = frozenset({"application/octet-stream"})
@@ -46,10 +46,18 @@ def read_image_bytes(request: Request) -> bytes:
 
 def _raw_body(request: Request) -> bytes:
     """The raw body; one read of the declared length where there is one (the stream reads a
-    chunked body in 64 KiB steps, and gunicorn copies what it holds ahead on every step)."""
+    chunked body in 64 KiB steps, and gunicorn copies what it holds ahead on every step). A
+    chunked body is read from the server's own stream, one byte past the limit: Werkzeug's stops
+    at the limit without a word, and the image cut there was answered as corrupt (415)."""
     if request.content_length:
         return request.stream.read(request.content_length)
-    return request.get_data(cache=False)
+    limit = request.max_content_length
+    if limit is None or "wsgi.input_terminated" not in request.environ:
+        return request.get_data(cache=False)  # no limit, or a server that does not end a chunked body
+    data = request.environ["wsgi.input"].read(limit + 1)
+    if len(data) > limit:
+        raise PayloadTooLarge("the request body is larger than the upload limit")
+    return data
 
 
 def read_parameters(request: Request, allowed: frozenset[str]) -> dict[str, str]:

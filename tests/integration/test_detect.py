@@ -6,6 +6,7 @@ import requests
 from PIL import Image
 
 from evaluation.images import ASTRONAUT, ASTRONAUT_FACE, CROWD, encoded, photo, png_declaring
+from gateway.config import Settings
 from gateway.params import MIN_CANDIDATE_CONFIDENCE
 from tests.support import detect, error_of, iou, rectangle
 
@@ -131,6 +132,27 @@ def test_repeated_image_field(stack):
 
 def test_body_over_the_size_limit(stack):
     error_of(detect(stack, b"\xff" * (21 * 1024 * 1024)), 413, "payload_too_large")
+
+
+def test_a_chunked_body_is_read_whole_up_to_the_limit_and_refused_past_it(stack):
+    """A raw body sent chunked (no Content-Length: `curl -T -`, a stream piped in) over the limit was
+    cut at it by Werkzeug without a word and decoded: 415 "corrupt or truncated" for a large photo,
+    200 for one whose last bytes were padding. At the limit exactly it is taken, one byte over it is
+    413, and under it the faces are those of the photo sent with its length."""
+    limit = Settings().max_upload_bytes
+    data = photo(CROWD).read_bytes()
+
+    def chunked(body: bytes):
+        yield from (body[start : start + (1 << 20)] for start in range(0, len(body), 1 << 20))
+
+    def post(body: bytes, sent_in_chunks: bool = True) -> requests.Response:
+        url, headers = f"{stack.gateway}/v1/detect", {"Content-Type": "image/jpeg"}
+        return requests.post(url, data=chunked(body) if sent_in_chunks else body, headers=headers, timeout=60)
+
+    assert post(data).json() == post(data, sent_in_chunks=False).json()
+    padded = data + b"\0" * (limit - len(data))  # JPEG decoders stop at its end marker
+    assert post(padded).status_code == 200
+    error_of(post(padded + b"\0"), 413, "payload_too_large")
 
 
 def test_decompression_bomb_is_refused_before_decoding(stack):
