@@ -27,6 +27,7 @@ import requests
 from PIL import Image
 
 from evaluation.images import astronaut
+from evaluation.origins import hostile_origin
 from gateway.encode import AVIF_AVAILABLE
 from gateway.url.caching import slow_connection
 from local_triton.processes import free_port, running_gateway, stop
@@ -91,12 +92,14 @@ class Proxy(NamedTuple):
         return "\n".join(f"{name}:\n{(self.folder / name).read_text()}" for name in ("access.log", "error.log"))
 
 
-def configuration(gateway: str, port: int, folder: Path) -> str:
+def configuration(gateway: str, port: int, folder: Path, settings: dict[str, str] | None = None) -> str:
     """deploy/proxy/nginx.conf with the compose addresses replaced by loopback ones, nginx's own
     files (pid, temporary files, an access log) in `folder`, its workers run as this user (as root,
-    nginx would run them as nobody, who cannot enter pytest's folders)."""
+    nginx would run them as nobody, who cannot enter pytest's folders); `settings`: lines replaced
+    for one test (a shorter timeout)."""
     text = NGINX_CONF.read_text()
     replaced = {
+        **(settings or {}),
         "access_log off;": ACCESS_LOG.format(folder=folder),
         "listen 8080;": f"listen 127.0.0.1:{port};",
         "set $gateway http://gateway:8080;": f"set $gateway {gateway};",
@@ -110,13 +113,13 @@ def configuration(gateway: str, port: int, folder: Path) -> str:
 
 
 @contextmanager
-def running_proxy(gateway: str, folder: Path) -> Iterator[str]:
+def running_proxy(gateway: str, folder: Path, settings: dict[str, str] | None = None) -> Iterator[str]:
     """nginx with the production configuration in front of `gateway`, until the block ends: its URL."""
     if not NGINX.is_file():
         pytest.fail("nginx is missing: `make test` installs Debian's package")
     port = free_port()
     conf = folder / "nginx.conf"
-    conf.write_text(configuration(gateway, port, folder))
+    conf.write_text(configuration(gateway, port, folder, settings))
     command = [str(NGINX), "-p", str(folder), "-c", str(conf), "-e", str(folder / "error.log"), "-g", "daemon off;"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -184,3 +187,35 @@ def test_the_proxys_class_of_hints_is_the_gateways_own_rule(hints, slow):
     """Behind the proxy the gateway is sent the class alone: nginx's map must say what the gateway
     itself would (gateway/url/caching.py's slow_connection), edge by edge."""
     assert slow_connection(hints) == slow
+
+
+def proxy_error(answer: requests.Response, status: int, code: str) -> dict:
+    """The proxy's own error: JSON with its code, as the gateway's are, and the request's id."""
+    assert answer.status_code == status, answer.text
+    assert answer.headers["Content-Type"] == "application/json", answer.text
+    assert answer.json()["error"]["code"] == code, answer.text
+    assert answer.headers["X-Request-ID"] == "proxy-test", answer.headers
+    return answer.json()["error"]
+
+
+def test_the_proxys_own_errors_are_json_with_a_code_as_the_gateways_are(proxy, tmp_path):
+    """nginx answered a body over its limit, a gateway that does not answer and one too slow with
+    its own HTML pages (and 502, which clients do not retry): now JSON, the id, and 503 with
+    Retry-After while no gateway answers. The gateway's own errors pass as they are."""
+    headers = {"Content-Type": "image/jpeg", "X-Request-ID": "proxy-test"}
+    over = requests.post(f"{proxy.url}/v1/detect", data=b"\xff" * (22 << 20), headers=headers, timeout=60)
+    proxy_error(over, 413, "payload_too_large")
+    own = requests.post(f"{proxy.url}/v1/detect", data=b"\xff" * (20 << 20) + b"\xff", headers=headers, timeout=60)
+    assert (own.status_code, own.json()["error"]["code"]) == (413, "payload_too_large")  # the gateway's
+    assert own.headers["X-Request-ID"] == "proxy-test"
+    with running_proxy(f"http://127.0.0.1:{free_port()}", tmp_path) as url:  # nobody listens there
+        for path in ("/v1/detect", "/cdn-cgi/image/width=100/astronaut.jpg"):
+            down = requests.get(url + path, headers={"X-Request-ID": "proxy-test"}, timeout=30)
+            proxy_error(down, 503, "gateway_unavailable")
+            assert down.headers["Retry-After"] == "1"
+    silent = {"proxy_read_timeout 60s;": "proxy_read_timeout 1s;"}
+    (tmp_path / "slow").mkdir()
+    with hostile_origin(b"") as (base, _), running_proxy(base.rstrip("/"), tmp_path / "slow", silent) as url:
+        proxy_error(
+            requests.get(url + "/hold", headers={"X-Request-ID": "proxy-test"}, timeout=30), 504, "gateway_timeout"
+        )
