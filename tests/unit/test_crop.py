@@ -7,6 +7,9 @@ from gateway.crop import (
     face_box,
     focal_point,
     framed_faces,
+    in_whole_pixels,
+    output_size,
+    pad_to,
     place,
     plan_crop,
     region_size,
@@ -159,3 +162,121 @@ def test_bad_crop_parameters_are_named(name, value):
     with pytest.raises(InvalidParameter) as error:
         crop_request({name: value})
     assert error.value.parameter == name
+
+
+def test_the_largest_face_is_the_one_of_the_largest_area():
+    """The small face lies far from the origin (its corners' sums are large), the large one at it."""
+    small, large = [900.0, 100.0, 950.0, 150.0], [0.0, 0.0, 60.0, 60.0]
+    assert framed_faces(np.array([small, large]), "largest").tolist() == [large]
+    tall, square = [500.0, 0.0, 510.0, 300.0], [0.0, 400.0, 40.0, 440.0]  # 10 x 300 against 40 x 40
+    assert framed_faces(np.array([square, tall]), "largest").tolist() == [tall]
+
+
+def test_faces_count_in_whole_pixels_inside_the_picture():
+    boxes = np.array([[10.2, 20.7, 30.1, 40.0], [-3.2, -1.5, 1002.7, 600.2]])
+    assert in_whole_pixels(boxes, (1000, 600)).tolist() == [[10, 20, 31, 40], [0, 0, 1000, 600]]
+
+
+def test_a_given_point_is_followed_even_where_there_are_faces():
+    box = np.array([100.0, 100.0, 200.0, 200.0])
+    assert focal_point(box, Gravity("point", (0.25, 0.1)), (1000, 600)) == (250, 60)
+    assert focal_point(box, GRAVITIES["face"], (1000, 600)) == (150, 150)
+
+
+def test_a_region_that_fits_the_picture_is_not_made_the_largest_fitting_one():
+    """Wider than the picture is high, but inside it: kept as it is."""
+    assert widen_to_aspect((1000, 500), 2.0, (1600, 900)) == (1000, 500)
+
+
+def test_a_region_under_a_pixel_is_one_pixel():
+    assert place((0.2, 0.4), (10, 20), (100, 100)) == Rect(10, 20, 1, 1)
+
+
+@pytest.mark.parametrize(
+    ("fit", "asked", "output"),
+    [
+        # a 400 x 200 region: each fit with both sides, one side, and sides larger than the region's
+        ("contain", (100, 100), (100, 50)),
+        ("pad", (100, 100), (100, 50)),
+        ("scale-down", (100, 100), (100, 50)),
+        ("scale-down", (800, 800), (400, 200)),
+        ("scale-up", (100, 100), (400, 200)),
+        ("scale-up", (800, 800), (800, 400)),
+        ("scale-up", (None, 300), (600, 300)),
+        ("cover", (100, 100), (100, 100)),
+        ("squeeze", (50, 300), (50, 300)),
+        ("aspect-crop", (800, 100), (400, 50)),
+        ("aspect-crop", (100, 800), (25, 200)),
+        ("aspect-crop", (300, 150), (300, 150)),
+        ("cover", (None, 100), (200, 100)),
+    ],
+)
+def test_output_size_by_fit(fit, asked, output):
+    assert output_size(Rect(0, 0, 400, 200), CropOptions(width=asked[0], height=asked[1], fit=fit)) == output
+
+
+@pytest.mark.parametrize("fit", ["contain", "cover", "aspect-crop"])
+def test_a_side_that_rounds_to_nothing_is_one_pixel(fit):
+    """A 1000 x 1 strip asked 100 wide is 100 x 1 (and a 1 x 1000 one asked 100 high, 1 x 100)."""
+    assert output_size(Rect(0, 0, 1000, 1), CropOptions(width=100, fit=fit)) == (100, 1)
+    assert output_size(Rect(0, 0, 1, 1000), CropOptions(height=100, fit=fit)) == (1, 100)
+    assert output_size(Rect(0, 0, 1000, 1), CropOptions(width=100, height=100, fit="contain")) == (100, 1)
+    assert output_size(Rect(0, 0, 1, 1000), CropOptions(width=100, height=100, fit="contain")) == (1, 100)
+
+
+def test_pad_takes_the_side_not_given_from_the_output_and_centres_it():
+    assert plan_crop(np.zeros((0, 4)), (400, 200), CropOptions(fit="pad", height=100)).canvas == (200, 100)
+    assert plan_crop(np.zeros((0, 4)), (400, 200), CropOptions(fit="pad", width=100)).canvas == (100, 50)
+    padded = pad_to(np.zeros((2, 2, 3), np.uint8), (10, 8), (255, 255, 255))
+    assert padded.shape == (8, 10, 3)
+    rows, columns = np.nonzero(padded[:, :, 0] == 0)
+    assert (sorted(set(rows.tolist())), sorted(set(columns.tolist()))) == ([3, 4], [4, 5])
+
+
+def test_a_region_narrower_than_a_reduced_pixel_is_cut_as_that_one_pixel():
+    """From a decode at 1/4, a 1-pixel region is the one reduced pixel it lies in, at the edge too."""
+    columns = np.tile(np.arange(150, dtype=np.uint8) * 1.5, (100, 1)).astype(np.uint8)
+    reduced = DecodedImage(np.dstack([columns] * 3), "JPEG", (600, 400))  # 600 x 400 decoded at 1/4
+    for x, column in ((300, 75), (599, 149)):
+        cut = render_crop(reduced, CropPlan(Rect(x, 0, 1, 400), (1, 100)))
+        np.testing.assert_array_equal(cut[:, 0, 0], np.full(100, columns[0, column]))
+    rows = reduced.pixels.transpose(1, 0, 2).copy()  # 100 wide, 150 high
+    tall = DecodedImage(rows, "JPEG", (400, 600))
+    for y, row in ((300, 75), (599, 149)):
+        cut = render_crop(tall, CropPlan(Rect(0, y, 400, 1), (100, 1)))
+        np.testing.assert_array_equal(cut[0, :, 0], np.full(100, columns[0, row]))
+
+
+def area_weights(source: int, output: int) -> np.ndarray:
+    """[output, source]: the share of each source pixel in each output pixel's span, by the spans'
+    overlap (what shrinking by area means, written from its definition)."""
+    edges = np.arange(output + 1) * source / output
+    starts, ends = np.arange(source), np.arange(1, source + 1)
+    overlap = np.minimum(edges[1:, None], ends) - np.maximum(edges[:-1, None], starts)
+    return np.clip(overlap, 0, None) * output / source
+
+
+def test_a_crop_is_shrunk_by_area_and_enlarged_smoothly():
+    """Shrinking averages each output pixel's area (a one-pixel checkerboard halved is flat grey, where
+    other filters alias), along either side or both; enlarging interpolates (a 2 x 2 checkerboard
+    enlarged has more than its two levels)."""
+    fine = (np.indices((16, 16)).sum(axis=0) % 2 * 255).astype(np.uint8)
+    image = DecodedImage(np.dstack([fine] * 3), "PNG", (16, 16))
+    for region, output in [((16, 16), (8, 8)), ((16, 16), (8, 4)), ((16, 16), (2, 16)), ((8, 16), (8, 12))]:
+        cut = render_crop(image, CropPlan(Rect(0, 0, *region), output))[:, :, 0]
+        source = fine[: region[1], : region[0]].astype(float)
+        expected = area_weights(region[1], output[1]) @ source @ area_weights(region[0], output[0]).T
+        assert np.abs(cut - expected).max() <= 1, (region, output)
+    coarse = DecodedImage(np.dstack([fine[:2, :2]] * 3), "PNG", (2, 2))
+    assert len(np.unique(render_crop(coarse, CropPlan(Rect(0, 0, 2, 2), (16, 16))))) > 2
+    assert len(np.unique(render_crop(coarse, CropPlan(Rect(0, 0, 2, 2), (16, 4))))) > 2
+
+
+def test_a_crop_comes_out_at_the_planned_size_wherever_its_region_lies():
+    image = DecodedImage(np.zeros((80, 100, 3), np.uint8), "PNG", (100, 80))
+    for region, output in [
+        (Rect(5, 0, 10, 10), (20, 10)),
+        (Rect(0, 5, 10, 10), (10, 20)),
+        (Rect(30, 20, 10, 10), (40, 30)),
+    ]:
+        assert render_crop(image, CropPlan(region, output)).shape[:2] == output[::-1], region
