@@ -8,6 +8,7 @@ a Ray task gets the source and its items' origins, and opens them on its own nod
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import time
@@ -156,7 +157,6 @@ class ObjectStore:
 
 Source = Union[Folder, ListFile, ObjectStore]
 _FILESYSTEMS: dict[str, tuple[Any, str]] = {}
-_HTTP: list[urllib3.PoolManager] = []
 
 
 def is_url(origin: str) -> bool:
@@ -181,10 +181,11 @@ def _check_size(size: int, origin: str) -> None:
         raise OSError(f"{origin}: over {MAX_READ_BYTES >> 20} MiB, more than any photo the service takes")
 
 
+@functools.cache
 def _http() -> urllib3.PoolManager:
-    if not _HTTP:
-        _HTTP.append(urllib3.PoolManager(retries=urllib3.Retry(3, backoff_factor=0.5)))
-    return _HTTP[0]
+    """One pool per process, its reads retried three times (a connection refused or cut, a 503 that
+    says Retry-After)."""
+    return urllib3.PoolManager(retries=urllib3.Retry(3, backoff_factor=0.5))
 
 
 def source_of(text: str, output: Path | None = None) -> Source:

@@ -1,15 +1,15 @@
 """A batch's sources as users give them: lists written by hand or by spreadsheets, URLs that misbehave
 (served on loopback by evaluation/origins.py), objects too large to be photos."""
 
-from concurrent.futures import ThreadPoolExecutor
+import threading
 from pathlib import Path
 
 import pytest
 
-from evaluation.origins import hostile_origin
+from evaluation.origins import hostile_origin, photo_origin
 from facecrop_client import sources
 from facecrop_client.batch import IMAGE_SUFFIXES, PictureSink
-from facecrop_client.sources import Item, ListFile, ObjectStore, SourceError
+from facecrop_client.sources import Folder, Item, ListFile, ObjectStore, SourceError, source_of
 
 
 def listed(tmp_path: Path, text: str, encoding: str = "utf-8") -> list[Item]:
@@ -72,16 +72,17 @@ def test_paths_are_taken_as_a_folder_takes_them_and_one_file_named_twice_is_one_
 
 
 def read_from(source, origin: str, stop) -> OSError:
-    """`source.read(origin)`'s refusal; the origin stopped after 30 s at most, so that a read that
-    goes on fails the test rather than hanging it."""
-    with ThreadPoolExecutor(1) as pool:
-        reading = pool.submit(source.read, origin)
-        try:
-            error = reading.exception(timeout=30)
-        finally:
-            stop.set()
-    assert isinstance(error, OSError), error
-    return error
+    """`source.read(origin)`'s refusal, read on this thread; the origin stopped after 30 s at most,
+    so that a read that goes on ends (and fails the test) rather than hanging it."""
+    timer = threading.Timer(30, stop.set)
+    timer.start()
+    try:
+        with pytest.raises(OSError) as refused:
+            source.read(origin)
+    finally:
+        timer.cancel()
+        stop.set()
+    return refused.value
 
 
 def test_a_listed_url_that_never_ends_is_refused_at_a_bound_not_read_into_memory(tmp_path, monkeypatch):
@@ -111,3 +112,84 @@ def test_a_stored_object_larger_than_any_photo_is_refused(tmp_path, monkeypatch)
     assert store.read("small.jpg") == b"j" * 1000
     with pytest.raises(OSError, match=r"^video\.jpg: over 0 MiB"):
         store.read("video.jpg")
+
+
+def tree(root: Path, names: list[str]) -> None:
+    for name in names:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(name.encode())
+
+
+NAMES = ["b.jpg", "a/c.PNG", "a/notes.txt", "a/d/e.heic", "out/x.jpg", ".hidden.webp", "Xmas.jpg"]
+
+
+def test_a_folder_is_its_photos_by_path_under_it_without_the_output_inside_it(tmp_path):
+    tree(tmp_path, NAMES)
+    names = ["a/c.PNG", "a/d/e.heic", ".hidden.webp", "Xmas.jpg", "b.jpg"]
+    assert Folder(tmp_path, tmp_path / "out").items(IMAGE_SUFFIXES) == [Item(name, name) for name in sorted(names)]
+    assert "out/x.jpg" in [item.name for item in Folder(tmp_path).items(IMAGE_SUFFIXES)]
+    assert Folder(tmp_path).read("a/d/e.heic") == b"a/d/e.heic"
+
+
+def test_an_object_store_prefix_is_its_photos_by_key_under_it(tmp_path):
+    tree(tmp_path / "bucket" / "photos_X", NAMES)
+    tree(tmp_path / "bucket", ["elsewhere.jpg", "photos/b.jpg"])
+    store = ObjectStore(f"file://{tmp_path}/bucket/photos_X/")
+    names = sorted(["a/c.PNG", "a/d/e.heic", ".hidden.webp", "Xmas.jpg", "b.jpg", "out/x.jpg"])
+    assert store.items(IMAGE_SUFFIXES) == [Item(name, name) for name in names]
+    assert store.read("a/d/e.heic") == b"a/d/e.heic"
+
+
+def test_an_input_names_a_folder_a_list_or_a_store_else_it_is_one_line(tmp_path):
+    tree(tmp_path, ["photos/a.jpg", "list.txt"])
+    assert source_of(str(tmp_path / "photos"), tmp_path / "out") == Folder(tmp_path / "photos", tmp_path / "out")
+    assert source_of(str(tmp_path / "list.txt")) == ListFile(tmp_path / "list.txt")
+    assert source_of("s3://bucket/prefix") == ObjectStore("s3://bucket/prefix")
+    assert source_of("gs://bucket/prefix") == ObjectStore("gs://bucket/prefix")
+    with pytest.raises(SourceError, match=r"photos: the input folder is the output folder"):
+        source_of(str(tmp_path / "photos"), tmp_path / "photos" / ".." / "photos")
+    with pytest.raises(SourceError, match=r"nowhere: not a folder, a list of paths or URLs, or an s3:// prefix"):
+        source_of(str(tmp_path / "nowhere"))
+
+
+def test_a_lists_paths_and_urls_are_named_and_read_where_they_are(tmp_path):
+    tree(tmp_path, ["list/here/a.jpg", "list/Xmas/a.jpg", "elsewhere/b.jpg"])
+    text = (
+        "# a comment about b.jpg\n  # an indented one: https://h.example/old.jpg\n\nhere/a.jpg\nXmas/a.jpg\n"
+        f"{tmp_path}/elsewhere/b.jpg\nhttps://h.example/\nhttps://h.example/dir/c.jpg/\nhttps://h.example/IMG_X\n"
+        "https://other.example\n"
+    )
+    (tmp_path / "list" / "photos.txt").write_text(text)
+    source = ListFile(tmp_path / "list" / "photos.txt")
+    names = [item.name for item in source.items(IMAGE_SUFFIXES)]
+    assert names == sorted(
+        [
+            "here/a.jpg",
+            "Xmas/a.jpg",
+            f"{tmp_path}/elsewhere/b.jpg".lstrip("/"),
+            "h.example",
+            "h.example/dir/c.jpg",
+            "h.example/IMG_X",
+            "other.example",
+        ]
+    )
+    assert source.read("here/a.jpg") == b"list/here/a.jpg"  # from the list's folder, not the working one
+    with photo_origin(tmp_path) as (base, _):
+        assert source.read(f"{base}elsewhere/b.jpg") == b"elsewhere/b.jpg"
+        with pytest.raises(OSError, match=rf"^{base}missing\.jpg: HTTP 404$"):
+            source.read(f"{base}missing.jpg")
+
+
+def test_a_listed_url_whose_server_hangs_up_is_tried_four_times_then_refused(tmp_path):
+    """Three retries (with backoff) of a read that fails, counted at the origin; then a read_error."""
+    sources._http.cache_clear()  # the pool as this process's first read makes it
+    with hostile_origin(b"") as (base, state):
+        error = read_from(ListFile(tmp_path / "photos.txt"), f"{base}dead", state.stop)
+    assert str(error).startswith(f"{base}dead: ") and state.seen["/dead"] == 4
+
+
+def test_a_listed_url_whose_server_says_nothing_is_refused_after_the_read_timeout(tmp_path, monkeypatch):
+    monkeypatch.setattr(sources, "READ_TIMEOUT_S", 0.5)
+    with hostile_origin(b"a photo, after 8 s") as (base, state):
+        error = read_from(ListFile(tmp_path / "photos.txt"), f"{base}late", state.stop)
+    assert "Read timed out" in str(error), error
