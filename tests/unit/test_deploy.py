@@ -168,6 +168,15 @@ def test_the_proxy_caches_the_url_form_on_its_own_volume():
     assert "X-Cache-Status $upstream_cache_status" in conf and "$facecrop_accept" in conf
 
 
+def test_the_proxys_body_limit_is_the_gateways():
+    """With a larger one (21m) the proxy sent on bodies the gateway refused unread, closing the
+    connection, and nginx answered 502 instead of the 413 about one time in several."""
+    conf = (ROOT / "deploy" / "proxy" / "nginx.conf").read_text()
+    [megabytes] = re.findall(r"^\s*client_max_body_size (\d+)m;", conf, re.MULTILINE)
+    environment = compose()["services"]["gateway"]["environment"]
+    assert int(megabytes) << 20 == int(environment.get("FACECROP_MAX_UPLOAD_BYTES", Settings().max_upload_bytes))
+
+
 def without_resets(value: object) -> object:
     """The CPU file's content as the merged result has it: `!reset VALUE` as VALUE, `!reset null` left out."""
     if isinstance(value, Reset):
