@@ -7,14 +7,16 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
 from evaluation.images import ASTRONAUT, CROWD, photo
-from evaluation.origins import photo_origin
+from evaluation.origins import OriginState, photo_origin
 from facecrop_client import Client, Face, FacecropError
 from local_triton.processes import SHARED_FACES
 from tests.support import Gate, gated, restore_ctrl_c
@@ -250,15 +252,28 @@ def test_photos_that_would_share_an_output_or_overwrite_their_input_are_refused(
     assert Image.open(out / "x.jpg").size == Image.open(photo(ASTRONAUT)).size
 
 
+@contextmanager
+def origin_of(tmp_path: Path, photos: dict[str, str]) -> Iterator[tuple[str, OriginState]]:
+    """An origin on loopback serving `photos` (a file name: the shared photo it is), its base URL
+    and what it has seen."""
+    (tmp_path / "origin").mkdir()
+    for name, shared in photos.items():
+        shutil.copy(photo(shared), tmp_path / "origin" / name)
+    with photo_origin(tmp_path / "origin") as served:
+        yield served
+
+
+def crop_list(stack, tmp_path: Path, name: str, urls: list[str], *arguments: str) -> subprocess.CompletedProcess:
+    """`facecrop batch NAME.txt NAME --mode crop`, the list of `urls` written in `tmp_path`."""
+    (tmp_path / f"{name}.txt").write_text("".join(f"{url}\n" for url in urls))
+    return run_cli(stack, "batch", str(tmp_path / f"{name}.txt"), str(tmp_path / name), "--mode", "crop", *arguments)
+
+
 def test_a_listed_photo_whose_output_is_taken_is_refused_before_it_is_fetched(stack, tmp_path):
     """x.jpeg's and x.jpg's outputs are both <host>/x.jpg: x.jpg fails (same_output) without its
     URL being fetched (a wasted download per clash, from an origin or an object store, before)."""
-    (tmp_path / "origin").mkdir()
-    shutil.copy(photo(ASTRONAUT), tmp_path / "origin" / "x.jpg")
-    shutil.copy(photo(CROWD), tmp_path / "origin" / "x.jpeg")
-    with photo_origin(tmp_path / "origin") as (base, origin):
-        (tmp_path / "photos.txt").write_text(f"{base}x.jpeg\n{base}x.jpg\n")
-        done = run_cli(stack, "batch", str(tmp_path / "photos.txt"), str(tmp_path / "out"), "--mode", "crop", "-q")
+    with origin_of(tmp_path, {"x.jpg": ASTRONAUT, "x.jpeg": CROWD}) as (base, origin):
+        done = crop_list(stack, tmp_path, "out", [f"{base}x.jpeg", f"{base}x.jpg"], "-q")
     assert done.returncode == 1, done.stderr
     assert "2 images, 0 already done, 1 processed, 1 failed" in done.stderr, done.stderr
     [failure] = read_jsonl(tmp_path / "out.failures.jsonl")
@@ -272,24 +287,20 @@ def test_listed_urls_whose_query_picks_the_photo_are_each_done_and_a_list_naming
     """`/photo?id=1` and `/photo?id=2` (no photo's suffix) were left out of the batch without a word:
     each is cropped into a file of its own. A list two of whose URLs would be one output is one line
     before any photo is sent (the second was dropped silently)."""
-    (tmp_path / "origin").mkdir()
-    shutil.copy(photo(ASTRONAUT), tmp_path / "origin" / "photo")
-    with photo_origin(tmp_path / "origin") as (base, origin):
-        (tmp_path / "photos.txt").write_text(f"{base}photo?id=1\n{base}photo?id=2\n")
-        done = run_cli(stack, "batch", str(tmp_path / "photos.txt"), str(tmp_path / "out"), "--mode", "crop", "-q")
+    with origin_of(tmp_path, {"photo": ASTRONAUT}) as (base, origin):
+        done = crop_list(stack, tmp_path, "out", [f"{base}photo?id=1", f"{base}photo?id=2"], "-q")
         assert done.returncode == 0, done.stderr
         assert "2 images, 0 already done, 2 processed, 0 failed" in done.stderr, done.stderr
         crops = sorted(path.relative_to(tmp_path / "out").as_posix() for path in (tmp_path / "out").rglob("*.jpg"))
         assert crops == ["127.0.0.1/photo/id=1.jpg", "127.0.0.1/photo/id=2.jpg"]
-        (tmp_path / "twice.txt").write_text(f"{base}photo.jpg?w=1\n{base}photo.jpg?w=2\n")
-        twice = run_cli(stack, "batch", str(tmp_path / "twice.txt"), str(tmp_path / "out2"), "--mode", "crop")
+        twice = crop_list(stack, tmp_path, "twice", [f"{base}photo.jpg?w=1", f"{base}photo.jpg?w=2"])
         assert origin.seen["/photo"] == 2 and origin.seen["/photo.jpg"] == 0
     assert twice.returncode == 1
     assert twice.stderr == (
         f"facecrop: {tmp_path / 'twice.txt'}: lines 1 and 2 would both be written as 127.0.0.1/photo.jpg "
         f"({base}photo.jpg?w=1, {base}photo.jpg?w=2): list one of them\n"
     )
-    assert not (tmp_path / "out2").exists()
+    assert not (tmp_path / "twice").exists()
 
 
 def test_batch_stops_cleanly_on_ctrl_c_and_a_rerun_finishes(stack, tmp_path):
