@@ -203,7 +203,7 @@ def test_the_proxys_own_errors_are_json_with_a_code_as_the_gateways_are(proxy, t
     """nginx answered a body over its limit, a gateway that does not answer and one too slow with
     its own HTML pages (and 502, which clients do not retry): now JSON, the id, and 503 with
     Retry-After while no gateway answers. Its limit is the gateway's (one byte over it was sent on,
-    refused unread by the gateway, and answered 502 by nginx about one time in several). The
+    refused unread by the gateway, and sometimes answered 502 by nginx: a race). The
     gateway's own errors pass as they are."""
     headers = {"Content-Type": "image/jpeg", "X-Request-ID": "proxy-test"}
     limit = Settings().max_upload_bytes  # the proxy's too: the gateway never gets a body it would refuse

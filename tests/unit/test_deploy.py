@@ -170,7 +170,7 @@ def test_the_proxy_caches_the_url_form_on_its_own_volume():
 
 def test_the_proxys_body_limit_is_the_gateways():
     """With a larger one (21m) the proxy sent on bodies the gateway refused unread, closing the
-    connection, and nginx answered 502 instead of the 413 about one time in several."""
+    connection, and nginx sometimes answered 502 instead of the 413 (a race)."""
     conf = (ROOT / "deploy" / "proxy" / "nginx.conf").read_text()
     [megabytes] = re.findall(r"^\s*client_max_body_size (\d+)m;", conf, re.MULTILINE)
     environment = compose()["services"]["gateway"]["environment"]
