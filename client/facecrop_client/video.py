@@ -88,14 +88,15 @@ class VideoSummary:
     faces: int = 0  # faces hidden (or listed), over all frames
     seconds: float = 0.0
     hidden: float = 0.0  # shares of the frames hidden, added up
+    listed: bool = False  # the faces listed, none hidden (--mode detect)
 
     def line(self) -> str:
         fps = self.frames / self.seconds if self.seconds else 0.0
-        area = self.hidden / self.frames if self.frames else 0.0
-        return (
-            f"{self.frames} frames ({self.skipped} skipped), {self.faces} faces, {area:.1%} of the picture hidden, "
-            f"{self.seconds:.1f} s, {fps:.1f} fps"
-        )
+        if self.listed:
+            faces = f"{self.faces} faces listed"
+        else:
+            faces = f"{self.faces} faces, {self.hidden / self.frames if self.frames else 0.0:.1%} of the picture hidden"
+        return f"{self.frames} frames ({self.skipped} skipped), {faces}, {self.seconds:.1f} s, {fps:.1f} fps"
 
 
 def check_paths(source: Path, target: Path) -> None:
@@ -383,6 +384,7 @@ def _in_order(
 def _list_faces(
     client: AnyClient, job: VideoJob, container, partial: Path, summary: VideoSummary, bar, stop: threading.Event
 ) -> None:
+    summary.listed = True
     frames = decoded_frames(container, None, {}, summary)
     with open(partial, "w", encoding="utf-8") as out, closing(_in_order(client, job, frames, bar, stop)) as ordered:
         for frame, answer, *_ in ordered:

@@ -319,6 +319,7 @@ def test_frames_are_sent_scaled_to_the_standard_pass_and_whole_where_a_tiled_pas
     ]
     lines = [json.loads(line) for line in target.read_text().splitlines()]
     assert lines[-1] == {"summary": {"frames": 5, "skipped": 0, "faces": 10}} and summary.faces == 10  # both squares
+    assert "10 faces listed," in summary.line() and "hidden" not in summary.line()  # listed, nothing hidden
     for index, line in enumerate(lines[:-1]):
         assert line["frame"] == index and line["time"] == pytest.approx(index / FPS)
         assert line["image"] == {"width": 1280, "height": 720}
@@ -419,6 +420,8 @@ def test_the_summary_line_says_what_was_done():
     summary = VideoSummary(frames=50, skipped=2, faces=120, seconds=2.0, hidden=5.0)
     assert summary.line() == "50 frames (2 skipped), 120 faces, 10.0% of the picture hidden, 2.0 s, 25.0 fps"
     assert VideoSummary().line() == "0 frames (0 skipped), 0 faces, 0.0% of the picture hidden, 0.0 s, 0.0 fps"
+    listed = VideoSummary(frames=50, faces=120, seconds=2.0, listed=True)  # --mode detect hides nothing
+    assert listed.line() == "50 frames (0 skipped), 120 faces listed, 2.0 s, 25.0 fps"
 
 
 def test_the_output_keeps_the_codec_the_rotation_and_the_quality_asked(tmp_path):
