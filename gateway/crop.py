@@ -13,6 +13,7 @@ import cv2
 import numpy as np
 
 from gateway.decode import DecodedImage
+from gateway.imaging.geometry import cut_scaled
 from gateway.params import CropOptions, Gravity
 from gateway.placement import SIZE_POWER, place_for_faces
 
@@ -186,13 +187,8 @@ def render_crop(image: DecodedImage, plan: CropPlan) -> np.ndarray:
     """Cut the region (in the picture's full-size pixels) out of the decoded, possibly reduced, pixels and resize
     it to the output: area interpolation shrinking, cubic enlarging."""
     r = plan.region
-    scale_x, scale_y = image.scale
-    height, width = image.pixels.shape[:2]
-    x0, y0 = min(round(r.x * scale_x), width - 1), min(round(r.y * scale_y), height - 1)
-    x1 = min(max(x0 + 1, round((r.x + r.width) * scale_x)), width)
-    y1 = min(max(y0 + 1, round((r.y + r.height) * scale_y)), height)
-    cut = image.pixels[y0:y1, x0:x1]
-    if plan.output == (x1 - x0, y1 - y0):
+    cut = cut_scaled(image.pixels, (r.x, r.y, r.x + r.width, r.y + r.height), image.scale)
+    if plan.output == (cut.shape[1], cut.shape[0]):
         return cut
     shrinking = plan.output[0] * plan.output[1] < cut.shape[0] * cut.shape[1]
     return cv2.resize(cut, plan.output, interpolation=cv2.INTER_AREA if shrinking else cv2.INTER_CUBIC)

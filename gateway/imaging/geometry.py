@@ -93,13 +93,22 @@ def turned_size(rect: tuple[int, int, int, int], rotate: int) -> tuple[int, int]
     return (height, width) if rotate in (90, 270) else (width, height)
 
 
+def cut_scaled(
+    pixels: np.ndarray, rect: tuple[float, float, float, float], scale: tuple[float, float] | np.ndarray
+) -> np.ndarray:
+    """The part of `pixels` (a decode at `scale`, x and y, of the original) that `rect` (x0, y0, x1,
+    y1 in original pixels) covers: at least one pixel, inside them."""
+    height, width = pixels.shape[:2]
+    x0, y0 = min(round(rect[0] * scale[0]), width - 1), min(round(rect[1] * scale[1]), height - 1)
+    x1 = min(max(x0 + 1, round(rect[2] * scale[0])), width)
+    y1 = min(max(y0 + 1, round(rect[3] * scale[1])), height)
+    return pixels[y0:y1, x0:x1]
+
+
 def turn_pixels(pixels: np.ndarray, rect: tuple[int, int, int, int], scale: float, geometry: Geometry) -> np.ndarray:
     """Upright `pixels` (a decode at `scale` of the original) trimmed to `rect` (original pixels),
     flipped and rotated."""
-    height, width = pixels.shape[:2]
-    x0, y0 = min(round(rect[0] * scale), width - 1), min(round(rect[1] * scale), height - 1)
-    x1, y1 = max(x0 + 1, min(round(rect[2] * scale), width)), max(y0 + 1, min(round(rect[3] * scale), height))
-    turned = pixels[y0:y1, x0:x1]
+    turned = cut_scaled(pixels, rect, (scale, scale))
     if geometry.flip:
         turned = cv2.flip(turned, FLIPS[geometry.flip])
     if geometry.rotate:

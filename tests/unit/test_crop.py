@@ -280,3 +280,11 @@ def test_a_crop_comes_out_at_the_planned_size_wherever_its_region_lies():
         (Rect(30, 20, 10, 10), (40, 30)),
     ]:
         assert render_crop(image, CropPlan(region, output)).shape[:2] == output[::-1], region
+
+
+def test_a_decode_reduced_unequally_cuts_each_axis_at_its_own_scale():
+    """x at 1/2, y at 1/4 (a reduced JPEG's two scales differ, if only slightly)."""
+    pixels = np.indices((20, 50)).sum(axis=0).astype(np.uint8)  # 50 x 20: a 100 x 80 picture
+    image = DecodedImage(np.dstack([pixels] * 3), "PNG", (100, 80))
+    cut = render_crop(image, CropPlan(Rect(20, 40, 40, 20), (20, 5)))
+    np.testing.assert_array_equal(cut[:, :, 0], pixels[10:15, 10:30])
