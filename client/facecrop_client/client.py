@@ -17,7 +17,10 @@ import urllib3
 from facecrop_client.models import AnonymizeResult, CropResult, Detection, Rectangle
 
 ImageInput = Union[str, Path, bytes, bytearray, BinaryIO]
-RETRYABLE_STATUSES = frozenset({429, 503})
+# 429 and 503 are the service's own "try again". 502 is a load balancer's (a Kubernetes ingress whose
+# replica went away mid-request): the gateway answers an upload no 502 of its own, and every call
+# here is a pure function of its body, so sending it again is safe.
+RETRYABLE_STATUSES = frozenset({429, 502, 503})
 
 
 class FacecropError(Exception):

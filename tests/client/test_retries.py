@@ -60,6 +60,13 @@ def test_503_and_429_are_retried_and_retry_after_respected(server):
     assert server.seen[0][1] == "/v1/detect?min_confidence=20&landmarks=false"
 
 
+def test_a_load_balancers_502_is_retried(server):
+    """ingress-nginx answers its own HTML 502 when the replica it sent the request to went away."""
+    server.script = [(502, {"Content-Type": "text/html"}, b"<html><body>502 Bad Gateway</body></html>"), ok()]
+    detection = client_for(server).detect(b"bytes")
+    assert detection.faces[0].rectangle.width == 2 and len(server.seen) == 2
+
+
 @pytest.mark.parametrize(
     "status,code",
     [
