@@ -237,6 +237,10 @@ class CropOptions:
         return self.crops and self.gravity.follows != "point"
 
 
+# Each coordinate of a focal point XxY: a number in 0-1 (its own refusal is the gravity's, below).
+FOCAL_COORDINATE = Parameter("gravity", "number", None, "A focal point's coordinate.", 0, 1)
+
+
 def _bounded(parameter: Parameter, raw: str, convert, kind: str):
     pattern = INTEGER if convert is int else NUMBER
     if len(raw) > MAX_NUMBER_LENGTH or not pattern.fullmatch(raw):
@@ -255,10 +259,9 @@ def _gravity(parameter: Parameter, raw: str) -> Gravity:
         return GRAVITIES[raw]
     parts = raw.split("x")
     if len(parts) == 2:
-        unit = Parameter(parameter.name, "number", None, "", 0, 1)  # each coordinate: a number in 0-1
         try:
-            point = _bounded(unit, parts[0], float, "a number"), _bounded(unit, parts[1], float, "a number")
-            return Gravity("point", point)
+            x, y = (PARSERS["number"](FOCAL_COORDINATE, part) for part in parts)
+            return Gravity("point", (x, y))
         except InvalidParameter:
             pass
     words = ", ".join(parameter.choices)

@@ -65,3 +65,58 @@ def test_option_defaults_are_the_table_defaults():
     assert {name: value for name, value in parse({}, CROP).items() if name in CropOptions.__dataclass_fields__} == (
         window
     )
+
+
+@pytest.mark.parametrize(
+    "name,value,says",
+    [
+        ("max_faces", "2.5", "parameter 'max_faces' must be a whole number, got '2.5'"),
+        ("min_confidence", "abc", "parameter 'min_confidence' must be a number, got 'abc'"),
+        ("min_confidence", "101", "parameter 'min_confidence' must be between 0 and 100, got '101'"),
+        ("max_faces", "1001", "parameter 'max_faces' must be between 1 and 1000, got '1001'"),
+        ("landmarks", "yes", "parameter 'landmarks' must be true or false, got 'yes'"),
+        ("detail", "ultra", "parameter 'detail' must be one of standard, auto, high, fast, got 'ultra'"),
+    ],
+)
+def test_a_refusal_says_what_is_allowed_and_what_was_sent(name, value, says):
+    with pytest.raises(InvalidParameter) as error:
+        parse_detect_options({name: value})
+    assert str(error.value) == says
+
+
+@pytest.mark.parametrize(
+    "name,value",
+    [("max_faces", "9" * 41), ("min_confidence", "x" * 41), ("landmarks", "y" * 41), ("detail", "z" * 41)],
+)
+def test_a_refusal_quotes_at_most_40_characters_of_the_value(name, value):
+    with pytest.raises(InvalidParameter) as error:
+        parse_detect_options({name: value})
+    assert str(error.value).endswith(f"got {value[:40]!r}")
+
+
+def test_a_number_of_40_characters_is_read_and_one_of_41_refused():
+    read = parse_detect_options({"min_face_size": "1." + "0" * 38})
+    assert read.min_face_size == 1.0
+    with pytest.raises(InvalidParameter, match="must be a number"):
+        parse_detect_options({"min_face_size": "1." + "0" * 39})
+
+
+@pytest.mark.parametrize(
+    "raw,point",
+    [("0.5x0.33", (0.5, 0.33)), ("0x1", (0.0, 1.0)), ("1x0", (1.0, 0.0)), ("0.25x0.75", (0.25, 0.75))],
+)
+def test_a_focal_point_is_x_then_y(raw, point):
+    from gateway.params import parse_crop_options
+
+    gravity = parse_crop_options({"gravity": raw}).gravity
+    assert (gravity.follows, gravity.point) == ("point", point)
+
+
+@pytest.mark.parametrize("raw", ["0.5x1.5", "-0.1x0.5", "0.5", "0.5x0.5x0.5", "x0.5", "0.5x", "nanx0.5", "auto"])
+def test_a_bad_focal_point_is_refused_naming_gravity_and_its_forms(raw):
+    from gateway.params import parse_crop_options
+
+    with pytest.raises(InvalidParameter) as error:
+        parse_crop_options({"gravity": raw})
+    assert error.value.parameter == "gravity"
+    assert str(error.value) == f"parameter 'gravity' must be face, center or XxY with X and Y in 0-1, got {raw!r}"
