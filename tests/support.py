@@ -355,3 +355,58 @@ def faces_and_implausible(gateway: str, data: bytes) -> tuple[dict, list[dict]]:
     unsure = [face for s, face in zip(side, faces) if face["confidence"] < 50 and s > limit]
     assert unsure, "the photo no longer shows the size rule's case"
     return found, unsure
+
+
+ONE_FACE = {
+    "image": {"width": 4, "height": 3},
+    "faces": [{"confidence": 99.5, "face_rectangle": {"x": 1, "y": 1, "width": 2, "height": 2}}],
+}
+
+
+def json_answer(status: int, body: dict) -> tuple[int, dict[str, str], bytes]:
+    return status, {"Content-Type": "application/json"}, json.dumps(body).encode()
+
+
+def refusal(status: int, code: str) -> tuple[int, dict[str, str], bytes]:
+    """The service's JSON error, as the gateway writes it."""
+    return json_answer(status, {"error": {"code": code, "message": f"the service's {code}"}})
+
+
+class _Service(BaseHTTPRequestHandler):
+    """GET /healthz: 200; the n-th POST (from 0): `server.answer_for(n)`, or the connection closed
+    unanswered where it is None (a service gone away)."""
+
+    def do_GET(self) -> None:
+        answer(self, 200, b"ok", {"Content-Type": "text/plain"})
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        with self.server.lock:  # type: ignore[attr-defined]
+            turn = self.server.posts  # type: ignore[attr-defined]
+            self.server.posts += 1  # type: ignore[attr-defined]
+        reply = self.server.answer_for(turn)  # type: ignore[attr-defined]
+        if reply is None:
+            self.close_connection = True
+            return
+        status, headers, body = reply
+        answer(self, status, body, headers)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@contextmanager
+def scripted_service(answer_for) -> Iterator[ThreadingHTTPServer]:
+    """A stand-in for the service on a loopback port, answering each POST as `answer_for(n)` says;
+    its `posts` counts them and `url` is its address."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Service)
+    server.daemon_threads = True
+    server.answer_for, server.posts, server.lock = answer_for, 0, threading.Lock()  # type: ignore[attr-defined]
+    server.url = f"http://127.0.0.1:{server.server_port}"  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -145,6 +145,23 @@ class PictureSink:
         pass
 
 
+# Answers about the service or this client, not the photo: nobody answers (after the retries), the
+# key is refused (401, 403), the address is not facecrop's (404: no upload is ever answered so), the
+# service is unavailable past the retries (503). Every photo after would fail the same way, so the
+# run stops at the first, which is not counted as the photo's failure (the next run does it).
+RUN_STOPPING_STATUSES = frozenset({401, 403, 404, 503})
+
+
+def stops_the_run(error: dict) -> bool:
+    """Whether a failure (`reason`'s dict) is the service's or this client's, not the photo's."""
+    return error["code"] == "connection_error" or error["status"] in RUN_STOPPING_STATUSES
+
+
+def failure_line(error: dict) -> str:
+    """A failure in one line, as FacecropError says it: "401 unauthorized: ..."."""
+    return str(FacecropError(error["status"], error["code"], error["message"]))
+
+
 @dataclass
 class Summary:
     total: int
@@ -153,14 +170,22 @@ class Summary:
     failed: int = 0
     interrupted: bool = False
     seconds: float = 0.0
+    stopped: str = ""  # why the run stopped before its end (stops_the_run), in one line
+
+    @property
+    def ended_early(self) -> bool:
+        return self.interrupted or bool(self.stopped)
 
     def line(self) -> str:
         rate = self.succeeded / self.seconds if self.seconds else 0.0
         state = "interrupted (run again to continue)" if self.interrupted else "done"
-        return (
+        if self.stopped:
+            state = "stopped (run again to continue)"
+        counts = (
             f"{state}: {self.total} images, {self.skipped} already done, {self.succeeded} processed, "
             f"{self.failed} failed, {self.seconds:.1f} s ({rate:.1f} images/s)"
         )
+        return f"{counts}; why: {self.stopped}" if self.stopped else counts
 
 
 LOG_INTERVAL_S = 10.0
@@ -318,10 +343,15 @@ def run_batch(
                         sink.write(name, result)
                         ledger.record(name, sink.output_of(name), sink.faces(result), None, seconds)
                     except Failed as failure:
-                        ledger.record(name, "", 0, reason(failure.error), failure.seconds)
+                        error = reason(failure.error)
+                        if stops_the_run(error):  # the photos in flight end; no more are sent
+                            summary.stopped = summary.stopped or failure_line(error)
+                        else:
+                            ledger.record(name, "", 0, error, failure.seconds)
                     except OSError as error:  # the output could not be written
                         ledger.record(name, "", 0, reason(error), 0.0)
-                _fill(pool, running, queue, client, source, sink, params, 2 * concurrency)
+                if not summary.stopped:
+                    _fill(pool, running, queue, client, source, sink, params, 2 * concurrency)
         except KeyboardInterrupt:
             summary.interrupted = True
             for future in running:

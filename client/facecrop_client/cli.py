@@ -25,11 +25,14 @@ from facecrop_client.batch import (
     DetectSink,
     PictureSink,
     Summary,
+    failure_line,
     file_problem,
     ledger_of,
     manifest_path,
     progress_bar,
+    reason,
     run_batch,
+    stops_the_run,
     sweep_partials,
     todo_of,
     videos_to_do,
@@ -260,14 +263,15 @@ def about(photo: Path) -> Iterator[None]:
 
 def each_photo(photos: list[Path], one: Callable[[Path], None]) -> int:
     """`one` for every photo, a photo's failure told on stderr and the rest still done; 1 if any
-    failed. The service out of reach stops at once (every photo would fail the same way)."""
+    failed. A failure of the service's or of this client's (out of reach, the key refused:
+    `stops_the_run`) stops at once: every photo would fail the same way."""
     failed = 0
     for photo in photos:
         try:
             with about(photo):
                 one(photo)
         except (CommandError, OSError) as error:
-            if isinstance(error.__cause__, FacecropError) and error.__cause__.code == "connection_error":
+            if isinstance(error.__cause__, FacecropError) and stops_the_run(reason(error.__cause__)):
                 raise
             failed += 1
             print(f"facecrop: {file_problem(error) if isinstance(error, OSError) else error}", file=sys.stderr)
@@ -358,13 +362,13 @@ def batch_of(client: AnyClient, args: argparse.Namespace, source: Source) -> int
             client.check()  # an address nobody answers: one line at once, not a failure per image
         summary = run_batch(client, source, sink, params, args.concurrency, failures, progress)
         print(summary.line(), file=sys.stderr)
-        if not summary.interrupted and args.mode == "anonymize" and isinstance(source, Folder):
+        if not summary.ended_early and args.mode == "anonymize" and isinstance(source, Folder):
             summary.failed += video_batch(client, args, source.root, failures)
     if summary.failed:
         print(f"failures and their reasons: {failures}", file=sys.stderr)
     if args.json:
         print(json.dumps({**vars(summary), "manifest": str(manifest_path(args.output))}))
-    return 130 if summary.interrupted else (1 if summary.failed else 0)
+    return 130 if summary.interrupted else (1 if summary.failed or summary.stopped else 0)
 
 
 def ray_module():
@@ -402,10 +406,13 @@ def batch_on_ray(args: argparse.Namespace, source: Source, sink, params: dict, f
     try:
         with ledger_of(sink, images, todo, summary, failures, progress_bar(len(todo), quiet=True)) as ledger:
             for done in cluster.run_photos(job, todo):
+                if done.error and stops_the_run(done.error):  # the service's, not the photo's
+                    summary.stopped = failure_line(done.error)
+                    break
                 if done.result is not None:  # detect: its answer, for the one JSON Lines file
                     sink.write(done.source, done.result)
                 ledger.record(done.source, done.output, done.faces, done.error, done.seconds)
-            if args.mode == "anonymize" and isinstance(source, Folder):
+            if args.mode == "anonymize" and isinstance(source, Folder) and not summary.stopped:
                 print(summary.line(), file=sys.stderr)
                 tasks = [
                     cluster.VideoTask(name, video_job(args, source.root / name, args.output / name), service)
@@ -424,7 +431,7 @@ def batch_on_ray(args: argparse.Namespace, source: Source, sink, params: dict, f
         sink.close()
         sweep_partials(args.output)
         summary.seconds = time.monotonic() - started_at
-    if args.mode != "anonymize" or not isinstance(source, Folder) or summary.interrupted:
+    if args.mode != "anonymize" or not isinstance(source, Folder) or summary.ended_early:
         print(summary.line(), file=sys.stderr)
     return summary
 

@@ -21,7 +21,7 @@ from PIL import Image
 from evaluation.clips import build_clip
 from evaluation.images import labeled_set
 from evaluation.origins import photo_origin
-from tests.support import Gate, gated, restore_ctrl_c
+from tests.support import Gate, gated, refusal, restore_ctrl_c, scripted_service
 
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
@@ -262,6 +262,18 @@ def test_an_unreachable_cluster_is_one_line_at_once(stack, tree, tmp_path):
         done.stderr.startswith("facecrop: cannot reach the Ray cluster at 127.0.0.1:9") and done.stderr.count("\n") == 1
     )
     assert not (tmp_path / "out").exists()
+
+
+def test_a_refused_key_stops_the_job_on_the_cluster(cluster, tree, tmp_path):
+    """Every task's photos refused (401): the job stops at the first answer back, which is the
+    service's failure, not a photo's (no failure line; the next run does them all)."""
+    output = tmp_path / "faces.jsonl"
+    with scripted_service(lambda n: refusal(401, "unauthorized")) as service:
+        done = facecrop(service.url, "batch", str(tree), str(output), "--mode", "detect", ray_address=cluster.address)
+    assert done.returncode == 1, done.stderr
+    assert "stopped (run again to continue)" in done.stderr and "why: 401 unauthorized" in done.stderr
+    assert not output.with_name("faces.jsonl.failures.jsonl").read_text()
+    assert not [row for row in manifest(output) if row["status"] == "failed"]
 
 
 def test_ctrl_c_stops_an_embedded_job_and_leaves_no_partial_file(stack, tree, tmp_path):

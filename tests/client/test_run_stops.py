@@ -1,0 +1,134 @@
+"""A failure of the service's or of this client's (nobody answers, the key refused, an address that
+is not facecrop's, the service unavailable) stops a run at the first: every photo after would fail
+the same way. A photo's own refusal does not. Against a scripted service on a real loopback socket,
+which counts the photos sent."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from facecrop_client import Client
+from facecrop_client.batch import DetectSink, run_batch
+from facecrop_client.sources import Folder
+from tests.support import ONE_FACE, json_answer, refusal, scripted_service
+
+FACECROP = [sys.executable, "-m", "facecrop_client.cli"]
+PHOTOS = 40
+CONCURRENCY = 2  # at most 2 x 2 photos in flight (run_batch's window)
+
+
+@pytest.fixture
+def photos(tmp_path) -> Path:
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for n in range(PHOTOS):
+        Image.new("RGB", (8, 8), (n, n, n)).save(folder / f"p{n:02}.jpg")
+    return folder
+
+
+def facecrop(url: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*FACECROP, "--url", url, *args], capture_output=True, text=True, timeout=120)
+
+
+def batch(url: str, photos: Path, output: Path) -> subprocess.CompletedProcess:
+    return facecrop(url, "batch", str(photos), str(output), "--mode", "detect", "--concurrency", str(CONCURRENCY), "-q")
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_a_refused_key_stops_the_batch_at_once_and_the_next_run_does_everything(photos, tmp_path):
+    output = tmp_path / "faces.jsonl"
+    with scripted_service(lambda n: refusal(401, "unauthorized")) as service:
+        done = batch(service.url, photos, output)
+    assert done.returncode == 1
+    assert service.posts <= 2 * CONCURRENCY  # those in flight, not one per photo
+    assert done.stderr.startswith("stopped (run again to continue): 40 images, 0 already done, 0 processed, 0 failed")
+    assert "; why: 401 unauthorized: the service's unauthorized" in done.stderr
+    assert lines(output.with_name("faces.jsonl.failures.jsonl")) == []  # not the photos' failures
+    with scripted_service(lambda n: json_answer(200, ONE_FACE)) as service:
+        again = batch(service.url, photos, output)
+    assert again.returncode == 0 and service.posts == PHOTOS
+    assert len(lines(output)) == PHOTOS
+
+
+@pytest.mark.parametrize(
+    "status,code,tries", [(403, "forbidden", 1), (404, "not_found", 1), (503, "backend_unavailable", 2)]
+)
+def test_the_service_unable_to_answer_stops_the_run(photos, tmp_path, status, code, tries):
+    summary, service = run_once(photos, tmp_path, lambda n: refusal(status, code))
+    assert summary.stopped == f"{status} {code}: the service's {code}"
+    assert service.posts <= tries * 2 * CONCURRENCY and summary.failed == 0
+
+
+@pytest.mark.parametrize(
+    "status,code,tries",
+    [
+        (400, "invalid_parameter", 1),
+        (413, "image_too_large", 1),
+        (415, "unsupported_image", 1),
+        (500, "internal_error", 1),
+        (504, "backend_timeout", 1),
+        (429, "overloaded", 2),  # retried once (run_once's client), then the photo's failure
+        (502, "bad_gateway", 2),
+    ],
+)
+def test_a_photos_own_refusal_fails_that_photo_and_the_run_goes_on(photos, tmp_path, status, code, tries):
+    summary, service = run_once(photos, tmp_path, lambda n: refusal(status, code))
+    assert not summary.stopped and service.posts == tries * PHOTOS
+    assert (summary.succeeded, summary.failed) == (0, PHOTOS)
+
+
+def test_a_service_gone_mid_run_stops_it_keeping_what_was_done(photos, tmp_path):
+    """5 photos answered, then every connection closed unanswered: the 5 are kept, the run stops
+    (each photo retried once, not a failure per photo), and the next run sends only the other 35."""
+    output = tmp_path / "faces.jsonl"
+    summary, service = run_once(photos, tmp_path, lambda n: json_answer(200, ONE_FACE) if n < 5 else None)
+    assert summary.stopped.startswith("connection_error: cannot reach http://127.0.0.1:")
+    assert (summary.succeeded, summary.failed) == (5, 0)
+    assert service.posts <= 5 + 2 * (2 * CONCURRENCY)  # the photos in flight, each sent twice
+    assert len(lines(output)) == 5
+    summary, service = run_once(photos, tmp_path, lambda n: json_answer(200, ONE_FACE))
+    assert service.posts == PHOTOS - 5 and summary.skipped == 5 and not summary.stopped
+    assert sorted(line["path"] for line in lines(output)) == sorted(p.name for p in photos.iterdir())
+
+
+def run_once(photos: Path, tmp_path: Path, answer_for):
+    """One run_batch of detect into tmp_path/faces.jsonl, the client retrying once without waiting."""
+    output = tmp_path / "faces.jsonl"
+    with scripted_service(answer_for) as service:
+        client = Client(service.url, retries=1, backoff=0.001)
+        client.check()
+        failures = tmp_path / "failures.jsonl"
+        summary = run_batch(client, Folder(photos, output), DetectSink(output), {}, CONCURRENCY, failures, quiet)
+    return summary, service
+
+
+def quiet(total: int):
+    from facecrop_client.batch import progress_bar
+
+    return progress_bar(total, quiet=True)
+
+
+def test_photos_named_on_the_command_line_stop_at_a_refused_key(photos):
+    named = sorted(str(p) for p in photos.iterdir())[:5]
+    with scripted_service(lambda n: refusal(401, "unauthorized")) as service:
+        done = facecrop(service.url, "detect", *named)
+    assert done.returncode == 1 and service.posts == 1
+    assert done.stderr == f"facecrop: {named[0]}: 401 unauthorized: the service's unauthorized\n"
+
+
+def test_a_stopped_anonymize_batch_does_not_go_on_to_the_videos(photos, tmp_path):
+    (photos / "clip.mp4").write_bytes(b"not read: the run stopped before the videos")
+    output = tmp_path / "hidden"
+    with scripted_service(lambda n: refusal(401, "unauthorized")) as service:
+        done = facecrop(service.url, "batch", str(photos), str(output), "--mode", "anonymize", "-q")
+    assert done.returncode == 1 and "why: 401 unauthorized" in done.stderr
+    assert lines(output.with_name("hidden.failures.jsonl")) == []  # no video_failed line
