@@ -157,8 +157,8 @@ def _error_of(response: urllib3.BaseHTTPResponse) -> FacecropError:
 
 class Services:
     """Several services (one URL each: say the node-local service of every GPU host) used as one
-    Client: calls spread over them in turn, and a call whose service cannot be reached is made on
-    the next one (each once) before it fails."""
+    Client: calls spread over them in turn, and a call whose service cannot be reached, or is
+    unavailable past its retries, is made on the next one (each once) before it fails."""
 
     def __init__(self, clients: list[Client]):
         if not clients:
@@ -199,9 +199,15 @@ class Services:
             try:
                 return getattr(client, method)(body, **params)
             except FacecropError as error:
-                if error.code != "connection_error" or attempt == len(self.clients) - 1:
+                if not _elsewhere(error) or attempt == len(self.clients) - 1:
                     raise
         raise AssertionError("unreachable")
+
+
+def _elsewhere(error: FacecropError) -> bool:
+    """Whether another service may answer what this one did not: it cannot be reached, or it is
+    unavailable past its retries (503: its Triton down); a refusal is the same everywhere."""
+    return error.code == "connection_error" or error.status == 503
 
 
 AnyClient = Union[Client, Services]  # what the command line and the batch and video jobs call

@@ -7,8 +7,8 @@ from facecrop_client.client import Client, FacecropError, Services, connect
 
 
 class Stub:
-    def __init__(self, name: str, down: bool = False, refuses: bool = False):
-        self.name, self.down, self.refuses, self.calls = name, down, refuses, 0
+    def __init__(self, name: str, down: bool = False, refuses: bool = False, unavailable: bool = False):
+        self.name, self.down, self.refuses, self.unavailable, self.calls = name, down, refuses, unavailable, 0
 
     def detect(self, image, **params):
         self.calls += 1
@@ -16,6 +16,8 @@ class Stub:
             raise FacecropError(0, "connection_error", f"cannot reach {self.name}")
         if self.refuses:
             raise FacecropError(415, "unsupported_media_type", "not an image")
+        if self.unavailable:
+            raise FacecropError(503, "backend_unavailable", f"{self.name}'s Triton is down")
         return self.name
 
     def check(self):
@@ -34,6 +36,14 @@ def test_an_unreachable_service_is_skipped_for_the_next():
     assert [services.detect(b"x") for _ in range(4)] == ["b"] * 4
     assert a.calls == 2 and b.calls == 4  # a tried on its turns only
     services.check()  # one answers: usable
+
+
+def test_a_service_unavailable_past_its_retries_is_skipped_for_the_next():
+    """One host's Triton down (503 after the client's retries): its photos go to the other host."""
+    a, b = Stub("a", unavailable=True), Stub("b")
+    assert [Services([a, b]).detect(b"x") for _ in range(2)] == ["b", "b"]
+    with pytest.raises(FacecropError, match="b's Triton is down"):
+        Services([Stub("a", unavailable=True), Stub("b", unavailable=True)]).detect(b"x")
 
 
 def test_a_refusal_is_not_sent_elsewhere_and_all_down_is_a_connection_error():
