@@ -349,7 +349,7 @@ def run_batch(
                         else:
                             ledger.record(name, "", 0, error, failure.seconds)
                     except OSError as error:  # the output could not be written
-                        ledger.record(name, "", 0, reason(error), 0.0)
+                        ledger.record(name, "", 0, reason(error, "write_error"), 0.0)
                 if not summary.stopped:
                     _fill(pool, running, queue, client, source, sink, params, 2 * concurrency)
         except KeyboardInterrupt:
@@ -407,10 +407,12 @@ def sweep_partials(output: Path) -> int:
     return removed
 
 
-def reason(error: FacecropError | OSError) -> dict:
+def reason(error: FacecropError | OSError, code: str = "read_error") -> dict:
+    """A failure as the failures file and the manifest record it: the service's code, else `code`
+    (read_error: the photo could not be read; write_error: its output could not be written)."""
     if isinstance(error, FacecropError):
         return {"status": error.status, "code": error.code, "message": error.message}
-    return {"status": 0, "code": "read_error", "message": file_problem(error)}
+    return {"status": 0, "code": code, "message": file_problem(error)}
 
 
 def file_problem(error: OSError) -> str:

@@ -176,7 +176,7 @@ def one_photo(job: PhotoJob, item: Item) -> Done:
     except Failed as failure:
         return Done(item.name, "", 0, reason(failure.error), failure.seconds)
     except OSError as error:  # the picture could not be written
-        return Done(item.name, "", 0, reason(error), 0.0)
+        return Done(item.name, "", 0, reason(error, "write_error"), 0.0)
 
 
 def run_photos(job: PhotoJob, todo: list[Item]) -> Iterable[Done]:

@@ -14,8 +14,9 @@ import pytest
 from PIL import Image
 
 from facecrop_client import Client
-from facecrop_client.batch import DetectSink, run_batch
-from facecrop_client.sources import Folder
+from facecrop_client.batch import DetectSink, PictureSink, run_batch
+from facecrop_client.on_ray import PhotoJob, Service, one_photo
+from facecrop_client.sources import Folder, Item
 from tests.support import ONE_FACE, json_answer, refusal, scripted_service
 
 FACECROP = [sys.executable, "-m", "facecrop_client.cli"]
@@ -132,3 +133,24 @@ def test_a_stopped_anonymize_batch_does_not_go_on_to_the_videos(photos, tmp_path
         done = facecrop(service.url, "batch", str(photos), str(output), "--mode", "anonymize", "-q")
     assert done.returncode == 1 and "why: 401 unauthorized" in done.stderr
     assert lines(output.with_name("hidden.failures.jsonl")) == []  # no video_failed line
+
+
+def test_an_output_that_cannot_be_written_fails_that_photo_as_a_write_error(photos, tmp_path):
+    """Not the photo's reading (read_error) but its output's writing: `hidden/sub` is a file, so
+    sub/a.jpg's picture has no folder to go in; the other photos are written."""
+    (photos / "sub").mkdir()
+    Image.new("RGB", (8, 8)).save(photos / "sub" / "a.jpg")
+    output = tmp_path / "hidden"
+    output.mkdir()
+    (output / "sub").write_bytes(b"a file where the folder would be")
+    picture = (200, {"Content-Type": "image/jpeg", "X-Face-Count": "1"}, (photos / "p00.jpg").read_bytes())
+    with scripted_service(lambda n: picture) as service:
+        done = facecrop(service.url, "batch", str(photos), str(output), "--mode", "anonymize", "-q")
+    assert done.returncode == 1 and service.posts == PHOTOS + 1
+    (failure,) = lines(output.with_name("hidden.failures.jsonl"))
+    assert (failure["path"], failure["code"]) == ("sub/a.jpg", "write_error")
+    assert len(list(output.glob("p*.jpg"))) == PHOTOS
+    with scripted_service(lambda n: picture) as service:  # a Ray task's photo, as the task does it
+        job = PhotoJob(Folder(photos, output), PictureSink(output, None, "anonymize"), {}, Service(service.url))
+        done_on_a_node = one_photo(job, Item("sub/a.jpg", str(photos / "sub" / "a.jpg")))
+    assert done_on_a_node.error is not None and done_on_a_node.error["code"] == "write_error"
