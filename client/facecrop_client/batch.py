@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -145,16 +146,19 @@ class PictureSink:
         pass
 
 
-# Answers about the service or this client, not the photo: nobody answers (after the retries), the
-# key is refused (401, 403), the address is not facecrop's (404: no upload is ever answered so), the
-# service is unavailable past the retries (503). Every photo after would fail the same way, so the
-# run stops at the first, which is not counted as the photo's failure (the next run does it).
+# Failures of the service's or of this client's, not the photo's: nobody answers (after the
+# retries), the key is refused (401, 403), the address is not facecrop's (404: no upload is ever
+# answered so), the service is unavailable past the retries (503), the outputs' storage is full or
+# read-only (storage_error). Every photo after would fail the same way, so the run stops at the
+# first, which is not counted as the photo's failure (the next run does it).
 RUN_STOPPING_STATUSES = frozenset({401, 403, 404, 503})
+RUN_STOPPING_CODES = frozenset({"connection_error", "storage_error"})
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})  # a write_error of every output
 
 
 def stops_the_run(error: dict) -> bool:
     """Whether a failure (`reason`'s dict) is the service's or this client's, not the photo's."""
-    return error["code"] == "connection_error" or error["status"] in RUN_STOPPING_STATUSES
+    return error["code"] in RUN_STOPPING_CODES or error["status"] in RUN_STOPPING_STATUSES
 
 
 def failure_line(error: dict) -> str:
@@ -338,18 +342,13 @@ def run_batch(
                 finished, _ = wait(running, return_when=FIRST_COMPLETED)
                 for future in finished:
                     name = running.pop(future).name
-                    try:
-                        result, seconds = future.result()
-                        sink.write(name, result)
+                    result, error, seconds = _finish(future, sink, name)
+                    if error is None:
                         ledger.record(name, sink.output_of(name), sink.faces(result), None, seconds)
-                    except Failed as failure:
-                        error = reason(failure.error)
-                        if stops_the_run(error):  # the photos in flight end; no more are sent
-                            summary.stopped = summary.stopped or failure_line(error)
-                        else:
-                            ledger.record(name, "", 0, error, failure.seconds)
-                    except OSError as error:  # the output could not be written
-                        ledger.record(name, "", 0, reason(error, "write_error"), 0.0)
+                    elif stops_the_run(error):  # the photos in flight end; no more are sent
+                        summary.stopped = summary.stopped or failure_line(error)
+                    else:
+                        ledger.record(name, "", 0, error, seconds)
                 if not summary.stopped:
                     _fill(pool, running, queue, client, source, sink, params, 2 * concurrency)
         except KeyboardInterrupt:
@@ -362,6 +361,20 @@ def run_batch(
             bar.close()
             summary.seconds = time.monotonic() - started
     return summary
+
+
+def _finish(future: Future, sink, name: str) -> tuple[Any, dict | None, float]:
+    """A finished call's answer, written by `sink`, and its seconds; where the call or the write
+    failed, None and the failure (`reason`'s dict) instead of the answer."""
+    try:
+        result, seconds = future.result()
+    except Failed as failure:
+        return None, reason(failure.error), failure.seconds
+    try:
+        sink.write(name, result)
+    except OSError as error:  # the output could not be written
+        return None, reason(error, "write_error"), seconds
+    return result, None, seconds
 
 
 class Failed(Exception):
@@ -409,9 +422,12 @@ def sweep_partials(output: Path) -> int:
 
 def reason(error: FacecropError | OSError, code: str = "read_error") -> dict:
     """A failure as the failures file and the manifest record it: the service's code, else `code`
-    (read_error: the photo could not be read; write_error: its output could not be written)."""
+    (read_error: the photo could not be read; write_error: its output could not be written, and
+    storage_error where no output can be: the disk full or read-only)."""
     if isinstance(error, FacecropError):
         return {"status": error.status, "code": error.code, "message": error.message}
+    if error.errno in STORAGE_ERRNOS:  # never a read's
+        code = "storage_error"
     return {"status": 0, "code": code, "message": file_problem(error)}
 
 

@@ -5,7 +5,9 @@ which counts the photos sent."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +16,7 @@ import pytest
 from PIL import Image
 
 from facecrop_client import Client
-from facecrop_client.batch import DetectSink, PictureSink, run_batch
+from facecrop_client.batch import DetectSink, PictureSink, reason, run_batch
 from facecrop_client.on_ray import PhotoJob, Service, one_photo
 from facecrop_client.sources import Folder, Item
 from tests.support import ONE_FACE, json_answer, refusal, scripted_service
@@ -154,3 +156,30 @@ def test_an_output_that_cannot_be_written_fails_that_photo_as_a_write_error(phot
         job = PhotoJob(Folder(photos, output), PictureSink(output, None, "anonymize"), {}, Service(service.url))
         done_on_a_node = one_photo(job, Item("sub/a.jpg", str(photos / "sub" / "a.jpg")))
     assert done_on_a_node.error is not None and done_on_a_node.error["code"] == "write_error"
+
+
+class FullDisk(PictureSink):
+    """A disk that fills after `room` pictures: each later write fails as the OS says it (ENOSPC)."""
+
+    def __init__(self, output: Path, room: int):
+        super().__init__(output, None, "anonymize")
+        self.room = room
+
+    def write(self, relative, result):
+        if self.room == 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.target(relative)))
+        self.room -= 1
+        super().write(relative, result)
+
+
+def test_a_full_disk_stops_the_run_as_a_storage_error(photos, tmp_path):
+    output = tmp_path / "hidden"
+    picture = (200, {"Content-Type": "image/jpeg", "X-Face-Count": "1"}, (photos / "p00.jpg").read_bytes())
+    with scripted_service(lambda n: picture) as service:
+        failures = tmp_path / "failures.jsonl"
+        sink = FullDisk(output, room=3)
+        summary = run_batch(Client(service.url), Folder(photos, output), sink, {}, CONCURRENCY, failures, quiet)
+    assert summary.stopped.startswith("storage_error: ") and summary.stopped.endswith(": No space left on device")
+    assert (summary.succeeded, summary.failed) == (3, 0) and lines(failures) == []
+    assert service.posts <= 3 + 1 + 2 * CONCURRENCY  # those written, the one that found the disk full, those in flight
+    assert [reason(OSError(errno.EACCES, "Permission denied"), "write_error")["code"]] == ["write_error"]
