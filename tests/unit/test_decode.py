@@ -11,7 +11,8 @@ from PIL import Image, ImageOps
 
 from evaluation.corpus import corpus, over, reference
 from evaluation.images import STORED_AS, astronaut, encoded, png_declaring
-from gateway.decode import decode_image, jpeg_reduction, read_header
+from evaluation.sources import GHOSTSCRIPT, cmyk_jpeg
+from gateway.decode import decode_image, jpeg_reduction, read_header, with_resolution
 from gateway.encode import output_format
 from gateway.errors import ImageTooLarge, MissingImage, UnsupportedImage
 from gateway.imaging.orientation import apply_orientation
@@ -142,3 +143,105 @@ def test_an_mpo_is_read_as_its_first_picture():
 def test_avifs_bound_applies_however_avif_was_chosen(requested, source):
     assert output_format(requested, source, (1600, 900)) == "avif"
     assert output_format(requested, source, (1601, 900)) == "webp"
+
+
+def test_a_header_says_mode_frames_animation_and_exif():
+    frames = [Image.new("RGB", (8, 6), colour).convert("P") for colour in ((250, 0, 0), (0, 250, 0), (0, 0, 250))]
+    gif = read_header(encoded(frames[0], "GIF", save_all=True, append_images=frames[1:]), 10_000)
+    assert (gif.format, gif.mode, gif.frames, gif.animated) == ("GIF", "P", 3, True)
+    apng = read_header(encoded(frames[0].convert("RGB"), "PNG", save_all=True, append_images=frames[1:]), 10_000)
+    assert (apng.frames, apng.animated) == (3, False)  # an APNG is read as its first frame: not animated
+    exif = Image.Exif()
+    exif[0x010F] = "PhoneMaker"
+    jpeg = read_header(encoded(Image.new("RGB", (8, 6)), "JPEG", exif=exif), 10_000)
+    assert (jpeg.mode, jpeg.frames, jpeg.animated) == ("RGB", 1, False)
+    assert b"PhoneMaker" in jpeg.exif
+    assert read_header(encoded(Image.new("RGBA", (8, 6)), "PNG"), 10_000).exif == b""
+
+
+LIMITS = "the limits of 1000000 pixels and 12000 a side"
+
+
+@pytest.mark.parametrize(
+    ("data", "error", "says"),
+    [
+        (
+            png_declaring(5000, 5000),
+            ImageTooLarge,
+            "5000x5000 is more than the limits of 1000000 pixels and 12000 a side",
+        ),
+        (
+            png_declaring(12_001, 10),
+            ImageTooLarge,
+            "12001x10 is more than the limits of 1000000 pixels and 12000 a side",
+        ),
+        (encoded(Image.new("RGB", (8, 8)), "PPM"), UnsupportedImage, "image format PPM is not supported"),
+        (b"not an image", UnsupportedImage, "the image is not readable as AVIF, BMP, GIF, HEIF, JPEG, PNG, TIFF, WEBP"),
+    ],
+)
+def test_a_refused_header_says_why(data, error, says):
+    with pytest.raises(error) as refused:
+        read_header(data, 1_000_000)
+    assert refused.value.message == says
+
+
+def test_a_bomb_says_the_limit_it_is_over():
+    with pytest.raises(ImageTooLarge) as refused:
+        read_header(png_declaring(100_000, 100_000), max_pixels=50_000_000)
+    assert refused.value.message == "the image declares more than 50000000 pixels"
+
+
+def test_exactly_the_pixel_limit_is_taken():
+    assert read_header(png_declaring(1000, 1000), 1_000_000).width == 1000
+    with pytest.raises(ImageTooLarge):
+        read_header(png_declaring(1000, 1001), 1_000_000)
+
+
+@pytest.mark.parametrize(("value", "read"), [(0, 1), (1, 1), (8, 8), (9, 1), (65535, 1)])
+def test_an_exif_orientation_outside_1_to_8_is_upright(value, read):
+    exif = Image.Exif()
+    exif[0x0112] = value
+    assert read_header(encoded(Image.new("RGB", (8, 6)), "JPEG", exif=exif), 10_000).orientation == read
+
+
+def test_a_corrupt_exif_block_is_upright():
+    jpeg = encoded(Image.new("RGB", (8, 6)), "JPEG")
+    body = b"Exif\0\0MM\0*\0\0\0\x08\xff\xff"  # an IFD that claims 65,535 entries and holds none
+    app1 = b"\xff\xe1" + (len(body) + 2).to_bytes(2, "big") + body
+    assert read_header(jpeg[:2] + app1 + jpeg[2:], 10_000).orientation == 1
+
+
+def test_a_tiff_is_turned_by_its_decoder_so_its_orientation_is_1():
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    tiff = read_header(encoded(Image.new("RGB", (8, 6)), "TIFF", exif=exif), 10_000)
+    assert (tiff.orientation, tiff.upright_size) == (1, (6, 8))
+
+
+def test_a_cmyk_jpeg_is_reduced_in_its_decode_and_its_profile_is_spent():
+    icc = (GHOSTSCRIPT / "default_cmyk.icc").read_bytes()
+    data = cmyk_jpeg(astronaut().resize((512, 384)), adobe=True, icc=icc)
+    header = read_header(data, 1_000_000)
+    assert (header.mode, header.icc) == ("CMYK", icc)
+    reduced = decode_image(data, header, min_scale=0.25)
+    assert reduced.stored.shape == (96, 128, 3) and reduced.colour == "converted"
+    assert reduced.icc is None  # converted to sRGB as it was decoded: not converted again on the way out
+    full = decode_image(data, header)
+    expected = cv2.resize(full.pixels, (128, 96), interpolation=cv2.INTER_AREA)
+    assert np.abs(reduced.pixels.astype(int) - expected).mean() < 4
+
+
+def test_transparency_is_kept_or_flattened_as_asked_and_a_reduced_decode_is_reused():
+    rgba = Image.new("RGBA", (40, 30), (255, 0, 0, 0))
+    png = encoded(rgba, "PNG")
+    header = read_header(png, 10_000)
+    flattened = decode_image(png, header)
+    kept = with_resolution(flattened, 1.0, png, header, None)
+    assert (flattened.background, kept.background, kept.stored.shape) == ((255, 255, 255), None, (30, 40, 4))
+    assert with_resolution(kept, 1.0, png, header, None) is kept
+    jpeg = encoded(phone_photo(), "JPEG")
+    jpeg_header = read_header(jpeg, 50_000_000)
+    quarter = decode_image(jpeg, jpeg_header, min_scale=0.25)
+    assert with_resolution(quarter, 0.25, jpeg, jpeg_header, (255, 255, 255)) is quarter  # exactly enough
+    assert with_resolution(quarter, 0.2, jpeg, jpeg_header, (255, 255, 255)) is quarter
+    assert with_resolution(quarter, 0.3, jpeg, jpeg_header, (255, 255, 255)).scale.min() == 0.5
