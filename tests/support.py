@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from socketserver import BaseServer
+from typing import TypeVar
 
 import cv2
 import numpy as np
@@ -295,14 +297,11 @@ def gated(target: str, gate: Gate) -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Forward)
     server.daemon_threads = True
     server.target, server.gate = target, gate  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        gate.released.set()
-        server.shutdown()
-        server.server_close()
+    with serving(server):
+        try:
+            yield f"http://127.0.0.1:{server.server_port}"
+        finally:
+            gate.released.set()
 
 
 def gateway_log(name: str = "test") -> str:
@@ -403,6 +402,16 @@ def scripted_service(answer_for) -> Iterator[ThreadingHTTPServer]:
     server.daemon_threads = True
     server.answer_for, server.posts, server.lock = answer_for, 0, threading.Lock()  # type: ignore[attr-defined]
     server.url = f"http://127.0.0.1:{server.server_port}"  # type: ignore[attr-defined]
+    with serving(server):
+        yield server
+
+
+Server = TypeVar("Server", bound=BaseServer)
+
+
+@contextmanager
+def serving(server: Server) -> Iterator[Server]:
+    """`server` (a socketserver) answering on a thread of its own until the block ends, then closed."""
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

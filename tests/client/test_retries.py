@@ -1,7 +1,6 @@
 """The client's retry policy against a scripted HTTP server on a real loopback socket."""
 
 import json
-import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -9,6 +8,7 @@ import pytest
 
 from evaluation.origins import answer
 from facecrop_client import Client, FacecropError
+from tests.support import serving
 
 DETECTION = {
     "image": {"width": 4, "height": 3},
@@ -33,10 +33,8 @@ class Scripted(BaseHTTPRequestHandler):
 def server():
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
     httpd.script, httpd.seen = [], []
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield httpd
-    httpd.shutdown()
+    with serving(httpd):
+        yield httpd
 
 
 def error(status, code):

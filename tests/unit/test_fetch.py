@@ -12,7 +12,6 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -28,6 +27,7 @@ from gateway.errors import (
 )
 from gateway.url.admission import FetchAdmission
 from gateway.url.fetch import MAX_INTERIM, MAX_REDIRECTS, MAX_TRAILER_LINES, Fetcher
+from tests.support import serving
 
 LIMIT = 1000
 DRIBBLE = 400
@@ -175,17 +175,6 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *args: object) -> None:
         pass
-
-
-@contextmanager
-def serving(server: Origin) -> Iterator[Origin]:
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture(scope="module")
