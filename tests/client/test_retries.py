@@ -1,6 +1,5 @@
 """The client's retry policy against a scripted HTTP server on a real loopback socket."""
 
-import json
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -8,12 +7,7 @@ import pytest
 
 from evaluation.origins import answer
 from facecrop_client import Client, FacecropError
-from tests.support import serving
-
-DETECTION = {
-    "image": {"width": 4, "height": 3},
-    "faces": [{"confidence": 99.5, "face_rectangle": {"x": 1, "y": 1, "width": 2, "height": 2}}],
-}
+from tests.support import ONE_FACE, json_answer, refusal, serving
 
 
 class Scripted(BaseHTTPRequestHandler):
@@ -37,12 +31,8 @@ def server():
         yield httpd
 
 
-def error(status, code):
-    return status, {"Content-Type": "application/json"}, json.dumps({"error": {"code": code, "message": code}}).encode()
-
-
 def ok():
-    return 200, {"Content-Type": "application/json"}, json.dumps(DETECTION).encode()
+    return json_answer(200, ONE_FACE)
 
 
 def client_for(server, **kwargs) -> Client:
@@ -50,7 +40,7 @@ def client_for(server, **kwargs) -> Client:
 
 
 def test_503_and_429_are_retried_and_retry_after_respected(server):
-    server.script = [error(503, "backend_unavailable"), (429, {"Retry-After": "1"}, b"{}"), ok()]
+    server.script = [refusal(503, "backend_unavailable"), (429, {"Retry-After": "1"}, b"{}"), ok()]
     detection = client_for(server).detect(b"bytes", min_confidence=20, landmarks=False)
     assert detection.faces[0].rectangle.width == 2 and detection.faces[0].landmarks is None
     assert len(server.seen) == 3
@@ -76,7 +66,7 @@ def test_a_load_balancers_502_is_retried(server):
     ],
 )
 def test_other_errors_raise_at_once_with_the_service_code(server, status, code):
-    server.script = [error(status, code), ok()]
+    server.script = [refusal(status, code), ok()]
     with pytest.raises(FacecropError) as raised:
         client_for(server).detect(b"bytes")
     assert raised.value.status == status and raised.value.code == code
@@ -84,7 +74,7 @@ def test_other_errors_raise_at_once_with_the_service_code(server, status, code):
 
 
 def test_retries_give_up_after_the_limit(server):
-    server.script = [error(503, "backend_unavailable")] * 3
+    server.script = [refusal(503, "backend_unavailable")] * 3
     with pytest.raises(FacecropError) as raised:
         client_for(server, retries=2).detect(b"bytes")
     assert raised.value.code == "backend_unavailable" and len(server.seen) == 3
