@@ -177,7 +177,7 @@ def jpeg_reduction(header: ImageHeader, min_scale: float) -> int:
 
 
 def decode_pixels(
-    data: bytes, header: ImageHeader, reduction: int = 1, background: BGR | None = WHITE
+    data: bytes, header: ImageHeader, reduction: int, background: BGR | None
 ) -> tuple[np.ndarray, str | None]:
     """Decode to 8-bit BGR as stored (no orientation), a JPEG at 1/`reduction` of each side,
     transparency flattened onto `background` (None: kept, premultiplied BGRA); with what was done to

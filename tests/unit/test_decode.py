@@ -127,8 +127,9 @@ def test_a_text_chunk_over_pillows_bound_is_too_large_not_unreadable():
     body = b"Comment\0\0" + zlib.compress(b"x" * (PngImagePlugin.MAX_TEXT_CHUNK + 1))
     chunk = struct.pack(">I", len(body)) + b"zTXt" + body + struct.pack(">I", zlib.crc32(b"zTXt" + body))
     png = encoded(Image.new("RGB", (8, 8)), "PNG")
-    with pytest.raises(ImageTooLarge, match="text chunk"):
+    with pytest.raises(ImageTooLarge) as refused:
         read_header(png[:33] + chunk + png[33:], 10_000)
+    assert refused.value.message == "a text chunk (zTXt, iTXt) of the image is over Pillow's limit"
 
 
 def test_an_mpo_is_read_as_its_first_picture():
@@ -223,6 +224,7 @@ def test_a_cmyk_jpeg_is_reduced_in_its_decode_and_its_profile_is_spent():
     data = cmyk_jpeg(astronaut().resize((512, 384)), adobe=True, icc=icc)
     header = read_header(data, 1_000_000)
     assert (header.mode, header.icc) == ("CMYK", icc)
+    assert decode_image(data, header, min_scale=0.5).stored.shape == (192, 256, 3)
     reduced = decode_image(data, header, min_scale=0.25)
     assert reduced.stored.shape == (96, 128, 3) and reduced.colour == "converted"
     assert reduced.icc is None  # converted to sRGB as it was decoded: not converted again on the way out
@@ -239,9 +241,28 @@ def test_transparency_is_kept_or_flattened_as_asked_and_a_reduced_decode_is_reus
     kept = with_resolution(flattened, 1.0, png, header, None)
     assert (flattened.background, kept.background, kept.stored.shape) == ((255, 255, 255), None, (30, 40, 4))
     assert with_resolution(kept, 1.0, png, header, None) is kept
+    on_black = with_resolution(kept, 1.0, png, header, (0, 0, 0))
+    assert on_black.background == (0, 0, 0) and on_black.pixels[0, 0].tolist() == [0, 0, 0]
     jpeg = encoded(phone_photo(), "JPEG")
     jpeg_header = read_header(jpeg, 50_000_000)
     quarter = decode_image(jpeg, jpeg_header, min_scale=0.25)
     assert with_resolution(quarter, 0.25, jpeg, jpeg_header, (255, 255, 255)) is quarter  # exactly enough
     assert with_resolution(quarter, 0.2, jpeg, jpeg_header, (255, 255, 255)) is quarter
     assert with_resolution(quarter, 0.3, jpeg, jpeg_header, (255, 255, 255)).scale.min() == 0.5
+
+
+def test_pixels_that_do_not_decode_say_so():
+    """A CMYK JPEG (Pillow's path) cut after its header: the header reads, the pixels do not."""
+    data = cmyk_jpeg(astronaut().resize((64, 48)), adobe=True)
+    cut = data[: data.index(b"\xff\xda") + 40]  # 40 bytes into the scan
+    header = read_header(cut, 10_000)
+    with pytest.raises(UnsupportedImage) as refused:
+        decode_image(cut, header)
+    assert refused.value.message == "the image data is corrupt or truncated"
+
+
+@pytest.mark.parametrize("size", [(1, 1), (1, 40), (40, 1)])
+def test_a_picture_one_pixel_wide_or_high_is_read(size):
+    header = read_header(encoded(Image.new("RGB", size, (200, 100, 50)), "PNG"), 10_000)
+    assert (header.width, header.height) == size
+    assert decode_image(encoded(Image.new("RGB", size), "PNG"), header).pixels.shape == (size[1], size[0], 3)
