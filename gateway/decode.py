@@ -29,6 +29,7 @@ import numpy as np
 from PIL import Image
 
 from gateway.errors import ImageTooLarge, MissingImage, UnsupportedImage
+from gateway.imaging.colour import IGNORED, fits
 from gateway.imaging.formats import ANIMATED_FORMATS, SUPPORTED_FORMATS, colour_profile
 from gateway.imaging.normalise import BGR, WHITE, as_bgr, has_alpha, pillow_to_bgr
 from gateway.imaging.orientation import apply_orientation
@@ -51,6 +52,7 @@ class ImageHeader:
     height: int
     orientation: int
     icc: bytes | None = None  # the ICC profile the pixels are in (None: sRGB)
+    colour: str | None = None  # IGNORED: the source's profile does not fit its samples (icc None, taken as sRGB)
     exif: bytes = b""  # the source's EXIF block, for outputs that keep some of it (gateway/imaging/metadata.py)
     mode: str = "RGB"  # Pillow's name for the samples: RGB, L, P, RGBA, CMYK, LAB, I;16, ...
     transparent: bool = False  # an alpha channel or a transparent colour: flattened, or kept (decode_pixels)
@@ -87,7 +89,7 @@ class DecodedImage:
     size: tuple[int, int]  # (W, H) of the upright original: the coordinates the API answers in
     orientation: int = 1  # EXIF orientation (1-8) of `stored`
     icc: bytes | None = None  # the ICC profile `stored` is in (None: sRGB), converted on the way out
-    colour: str | None = None  # what was done to the colour already (CMYK, CIELab: converted as decoded)
+    colour: str | None = None  # done to the colour already: converted (CMYK, CIELab), ignored (an unfit profile)
     background: BGR | None = WHITE  # what transparency was flattened onto (None: kept)
     transparent: bool = False  # the source has transparency
 
@@ -121,12 +123,15 @@ def read_header(data: bytes, max_pixels: int, max_side: int = MAX_SIDE) -> Image
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # Pillow warns of bombs (refused below) and of malformed MPOs
             with Image.open(io.BytesIO(data)) as image:
+                icc = colour_profile(image, data)
+                unfit = icc is not None and not fits(icc, image.mode)
                 header = ImageHeader(
                     FORMAT_ALIASES.get(image.format or "", image.format or ""),
                     image.width,
                     image.height,
                     _orientation(image),
-                    icc=colour_profile(image, data),
+                    icc=None if unfit else icc,
+                    colour=IGNORED if unfit else None,
                     exif=bytes(image.info.get("exif") or b""),
                     mode=image.mode,
                     transparent=has_alpha(image),
@@ -219,7 +224,7 @@ def decode_image(
         size=header.upright_size,
         orientation=header.orientation,
         icc=None if colour else header.icc,
-        colour=colour,
+        colour=colour or header.colour,
         background=background,
         transparent=header.transparent,
     )

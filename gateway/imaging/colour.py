@@ -7,8 +7,9 @@ intent (for matrix/TRC profiles, nearly all RGB ones, the same as relative color
 profile is then dropped: untagged pixels are sRGB. RGB and grey profiles are converted so;
 a profile equivalent to sRGB is found once (a probe of colours) and skipped from then on. CMYK
 sources are converted as they are decoded (their profile, else the plain inversion). A profile
-LittleCMS cannot read, or of another colour space than the pixels', is ignored: the pixels are
-taken as sRGB, and the answer says so (gateway/processing/: X-Color-Profile).
+LittleCMS cannot read, or of another colour space than the source's samples (a grey profile on a
+colour JPEG, an RGB one on a grey picture: `fits`), is ignored, as Chrome and libvips ignore it: the
+pixels are taken as sRGB, and the answer says so (gateway/processing/: X-Color-Profile).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ CACHED_PROFILES = 64  # transforms kept per worker, by the profile's digest
 # Converted, kept as sRGB already, or ignored: what the X-Color-Profile header says.
 CONVERTED, SRGB_ALREADY, IGNORED = "converted", "srgb", "ignored"
 JPEG_CONTAINERS = frozenset({"JPEG", "MPO"})  # an MPO's first picture is a JPEG
+GREY_MODES = frozenset({"1", "L", "LA", "La", "I", "I;16", "I;16B", "I;16L", "I;16N", "F"})  # Pillow's grey samples
 _PROBE = np.random.default_rng(7).integers(0, 256, (1, 512, 3), dtype=np.uint8)
 
 
@@ -77,8 +79,16 @@ def _build(icc: bytes) -> Conversion:
     return Conversion(transform, mode, CONVERTED)
 
 
+def fits(icc: bytes, mode: str) -> bool:
+    """Whether profile `icc` describes samples of Pillow's `mode`, by the colour space its header
+    names: a grey profile grey samples, a CMYK one CMYK samples, an RGB one every other kind."""
+    wanted = b"GRAY" if mode in GREY_MODES else b"CMYK" if mode == "CMYK" else b"RGB "
+    return icc[16:20] == wanted
+
+
 def to_srgb(pixels: np.ndarray, icc: bytes | None) -> tuple[np.ndarray, str | None]:
-    """BGR `pixels` in profile `icc` as sRGB, and what was done (None: no profile)."""
+    """BGR `pixels` in profile `icc` (one that `fits` the source) as sRGB, and what was done (None:
+    no profile)."""
     if not icc:
         return pixels, None
     found = conversion(icc)
@@ -86,10 +96,8 @@ def to_srgb(pixels: np.ndarray, icc: bytes | None) -> tuple[np.ndarray, str | No
         return pixels, found.status
     if found.mode == "L":
         image = Image.fromarray(np.ascontiguousarray(pixels[:, :, 0]))  # grey: the three channels are one
-    elif found.mode == "RGB":
-        image = Image.fromarray(cv2.cvtColor(pixels, cv2.COLOR_BGR2RGB))
     else:
-        return pixels, IGNORED  # a CMYK profile on RGB pixels
+        image = Image.fromarray(cv2.cvtColor(pixels, cv2.COLOR_BGR2RGB))
     converted = ImageCms.applyTransform(image, found.transform)
     assert converted is not None
     return cv2.cvtColor(np.asarray(converted), cv2.COLOR_RGB2BGR), CONVERTED

@@ -49,7 +49,7 @@ def frames_of(work: Work) -> list[Frame]:
     per_frame = work.hidden_per_frame
     return [
         Frame(
-            DecodedImage(stored=pixels, format=header.format, size=width_height, icc=header.icc),
+            DecodedImage(stored=pixels, format=header.format, size=width_height, icc=header.icc, colour=header.colour),
             NO_BOXES if per_frame is None else per_frame[index].boxes,
         )
         for index, pixels in enumerate(work.animation.frames)

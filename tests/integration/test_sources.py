@@ -129,13 +129,23 @@ def test_cmyk_jpegs_without_a_profile_are_inverted_right(stack, astronaut, adobe
 
 
 @pytest.mark.parametrize(
-    "icc",
-    [b"not a profile" * 20, profiles()["adobe-rgb"][:300], (GHOSTSCRIPT / "default_cmyk.icc").read_bytes()],
-    ids=["garbage", "truncated", "cmyk-profile-on-rgb"],
+    ("mode", "icc"),
+    [
+        ("RGB", b"not a profile" * 20),
+        ("RGB", profiles()["adobe-rgb"][:300]),
+        ("RGB", (GHOSTSCRIPT / "default_cmyk.icc").read_bytes()),
+        ("RGB", (GHOSTSCRIPT / "sgray.icc").read_bytes()),
+        ("L", profiles()["prophoto"]),
+    ],
+    ids=["garbage", "truncated", "cmyk-profile-on-rgb", "grey-profile-on-rgb", "rgb-profile-on-grey"],
 )
-def test_a_broken_profile_is_ignored_and_said_never_a_5xx(stack, astronaut, icc):
-    plain = crop(stack, encoded_as(astronaut, "JPEG"))
-    tagged = crop(stack, encoded_as(astronaut, "JPEG", icc))
+def test_a_broken_or_unfit_profile_is_ignored_and_said_never_a_5xx(stack, astronaut, mode, icc):
+    """A profile of another colour space than the samples is ignored, as Chrome and libvips ignore
+    it: a colour photo carrying a grey profile stays in colour (it came out as its blue channel in
+    grey), a grey one carrying ProPhoto's (gamma 1.8) keeps its greys."""
+    source = astronaut.convert(mode)
+    plain = crop(stack, encoded_as(source, "JPEG"))
+    tagged = crop(stack, encoded_as(source, "JPEG", icc))
     assert tagged.headers["X-Color-Profile"] == "ignored" and "X-Color-Profile" not in plain.headers
     assert tagged.content == plain.content  # taken as sRGB: the pixels of the untagged file
 

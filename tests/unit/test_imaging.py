@@ -10,12 +10,12 @@ from PIL import Image, ImageCms
 import gateway.imaging.animation as animation_module
 from evaluation.corpus import long_gif
 from evaluation.images import astronaut
-from evaluation.sources import animation, nclx_p3, p3_colorants, profiles
+from evaluation.sources import GHOSTSCRIPT, animation, encoded_as, nclx_p3, p3_colorants, profiles
 from gateway.decode import decode_image, read_header
 from gateway.encode import encode_image, keeps_alpha
 from gateway.errors import ImageTooLarge
 from gateway.imaging.animation import encode_animation, on_one_canvas, read_animation
-from gateway.imaging.colour import CONVERTED, IGNORED, SRGB_ALREADY, conversion, to_srgb
+from gateway.imaging.colour import CONVERTED, IGNORED, SRGB_ALREADY, conversion, fits, to_srgb
 from gateway.imaging.metadata import output_exif
 from gateway.imaging.normalise import WHITE, pillow_to_bgr, unpremultiplied, with_alpha
 from gateway.imaging.profiles import DISPLAY_P3
@@ -109,6 +109,42 @@ def test_srgb_profiles_are_skipped_and_broken_ones_ignored():
     assert to_srgb(pixels, None) == (pixels, None)
     same, status = to_srgb(pixels, srgb)
     assert same is pixels and status == SRGB_ALREADY
+
+
+GREY_PROFILE = (GHOSTSCRIPT / "sgray.icc").read_bytes()
+CMYK_PROFILE = (GHOSTSCRIPT / "default_cmyk.icc").read_bytes()
+MODES = ["1", "L", "LA", "I", "I;16", "F", "RGB", "RGBA", "RGBX", "P", "PA", "YCbCr", "CMYK"]
+
+
+@pytest.mark.parametrize(
+    ("icc", "fitting"),
+    [
+        (GREY_PROFILE, {"1", "L", "LA", "I", "I;16", "F"}),
+        (profiles()["prophoto"], {"RGB", "RGBA", "RGBX", "P", "PA", "YCbCr"}),
+        (CMYK_PROFILE, {"CMYK"}),
+        (b"not a profile" * 20, set()),
+    ],
+    ids=["grey", "rgb", "cmyk", "garbage"],
+)
+def test_a_profile_fits_only_samples_of_its_own_colour_space(icc, fitting):
+    assert {mode for mode in MODES if fits(icc, mode)} == fitting
+
+
+@pytest.mark.parametrize(
+    ("mode", "profile", "kept"),
+    [("RGB", "grey", False), ("L", "prophoto", False), ("L", "grey", True), ("RGB", "prophoto", True)],
+)
+def test_a_profile_that_does_not_fit_the_samples_is_dropped_and_said_ignored(mode, profile, kept):
+    """As Chrome and libvips: a colour JPEG carrying a grey profile is shown in colour (it came out
+    as its blue channel in grey), a grey one carrying ProPhoto's keeps its greys (gamma 1.8 moved them)."""
+    icc = GREY_PROFILE if profile == "grey" else profiles()[profile]
+    data = encoded_as(astronaut().resize((64, 64)).convert(mode), "JPEG", icc)
+    header = read_header(data, 1 << 24)
+    image = decode_image(data, header)
+    if kept:
+        assert header.icc == image.icc == icc and header.colour is None and image.colour is None
+    else:
+        assert header.icc is None and image.icc is None and header.colour == image.colour == IGNORED
 
 
 def exif_with(**tags) -> bytes:

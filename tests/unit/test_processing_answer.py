@@ -16,7 +16,7 @@ import pytest
 from PIL import Image, ImageSequence
 
 from evaluation.images import astronaut, encoded
-from evaluation.sources import cmyk_jpeg, encoded_as, srgb_reference
+from evaluation.sources import GHOSTSCRIPT, cmyk_jpeg, encoded_as, srgb_reference
 from gateway.config import Settings
 from gateway.detection.detectors import serve
 from gateway.encode import AVIF_AUTO_MAX_SIDE, AVIF_AVAILABLE, AVIF_MAX_SIDE
@@ -152,6 +152,25 @@ def test_an_animation_s_frames_go_out_as_srgb_and_say_so():
         reference = srgb_reference(encoded_as(picture, "PNG", icc), icc, (240, 160))
         unconverted = np.abs(reference - np.asarray(picture, float)).mean()
         assert np.abs(frame - reference).mean() < unconverted / 2, unconverted
+
+
+@pytest.mark.parametrize("frames", [1, 3], ids=["still", "animation"])
+def test_a_grey_profile_on_colour_pixels_is_ignored_and_said(frames):
+    """A colour picture whose header carries a grey profile goes out as the same picture untagged
+    (as Chrome and libvips show it), and says `ignored`: a still and every frame of an animation."""
+    pictures = [saturated().rotate(180 * i) for i in range(frames)]
+
+    def webp(icc: bytes | None) -> bytes:
+        buffer = io.BytesIO()
+        profile = {"icc_profile": icc} if icc else {}
+        pictures[0].save(buffer, "WEBP", save_all=True, append_images=pictures[1:], lossless=True, **profile)
+        return buffer.getvalue()
+
+    request = url("width=240,format=webp", "webp")
+    tagged = process(webp((GHOSTSCRIPT / "sgray.icc").read_bytes()), request, SETTINGS, NO_FACES)
+    plain = process(webp(None), request, SETTINGS, NO_FACES)
+    assert tagged.headers["X-Color-Profile"] == "ignored" and "X-Color-Profile" not in plain.headers
+    assert tagged.headers.get("X-Frames") == plain.headers.get("X-Frames") and tagged.body == plain.body
 
 
 def transparent() -> Image.Image:
