@@ -24,6 +24,7 @@ READ_TIMEOUT_S = 60.0  # a listed URL's whole read (and each of its socket's wai
 MAX_READ_BYTES = 100 << 20  # a listed URL's or stored object's body: five times the service's default limit
 READ_CHUNK_BYTES = 1 << 20
 QUERY_UNSAFE = re.compile(r"[^A-Za-z0-9_=-]+")  # a query in an output's name: no dot (a suffix), slash or '?'
+NO_PHOTOS_INSIDE = frozenset({"__MACOSX", "@eaDir"})  # a Mac-made zip's resource forks, a Synology NAS's thumbnails
 
 
 class Item(NamedTuple):
@@ -31,10 +32,18 @@ class Item(NamedTuple):
     origin: str  # what the source's `read` opens
 
 
+def is_no_photo(name: str) -> bool:
+    """A file or folder name that a tree's photos are never under: hidden ones (macOS's `._` twin of
+    every file copied to a non-Mac disk, not an image: a batch failed once per photo; `.thumbnails`,
+    a NAS's `.@__thumb`) and the folders in NO_PHOTOS_INSIDE."""
+    return name.startswith(".") or name in NO_PHOTOS_INSIDE
+
+
 @dataclass(frozen=True)
 class Folder:
     """Every file of a tree, by its path under `root`, none under `leave_out` (a batch's output
-    folder inside the tree: its outputs are no photos to do, and a second run would nest them)."""
+    folder inside the tree: its outputs are no photos to do, and a second run would nest them) and
+    none by a name `is_no_photo` leaves out."""
 
     root: Path
     leave_out: Path | None = None
@@ -43,9 +52,11 @@ class Folder:
         found = []
         left_out = self.leave_out.resolve() if self.leave_out is not None else None
         for directory, folders, files in os.walk(self.root):
-            folders[:] = [name for name in folders if (Path(directory) / name).resolve() != left_out]
+            folders[:] = [
+                name for name in folders if not is_no_photo(name) and (Path(directory) / name).resolve() != left_out
+            ]
             for name in files:
-                if Path(name).suffix.lower() in suffixes:
+                if not is_no_photo(name) and Path(name).suffix.lower() in suffixes:
                     relative = (Path(directory) / name).relative_to(self.root).as_posix()
                     found.append(Item(relative, relative))
         return sorted(found)
@@ -121,7 +132,8 @@ class ListFile:
 
 @dataclass(frozen=True)
 class ObjectStore:
-    """Every object under a prefix (`s3://bucket/prefix`), through pyarrow's filesystems: the
+    """Every object under a prefix (`s3://bucket/prefix`) but those `is_no_photo` leaves out (a key
+    part by part, as a folder's path), through pyarrow's filesystems: the
     credentials, region and endpoint from the environment as the AWS tools read them
     (AWS_ENDPOINT_URL for an S3-compatible server), or as `?endpoint_override=...&scheme=http`."""
 
@@ -142,8 +154,10 @@ class ObjectStore:
         filesystem, prefix = self.filesystem()
         found = []
         for info in filesystem.get_file_info(fs.FileSelector(prefix, recursive=True)):
-            if info.type == fs.FileType.File and PurePosixPath(info.path).suffix.lower() in suffixes:
-                relative = info.path[len(prefix) :].lstrip("/")
+            relative = info.path[len(prefix) :].lstrip("/")
+            key = PurePosixPath(relative)
+            wanted = key.suffix.lower() in suffixes and not any(is_no_photo(part) for part in key.parts)
+            if info.type == fs.FileType.File and wanted:
                 found.append(Item(relative, relative))
         return sorted(found)
 

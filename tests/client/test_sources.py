@@ -120,22 +120,34 @@ def tree(root: Path, names: list[str]) -> None:
         (root / name).write_bytes(name.encode())
 
 
-NAMES = ["b.jpg", "a/c.PNG", "a/notes.txt", "a/d/e.heic", "out/x.jpg", ".hidden.webp", "Xmas.jpg"]
+NAMES = ["b.jpg", "a/c.PNG", "a/notes.txt", "a/d/e.heic", "out/x.jpg", "Xmas.jpg", "_DSC0001.JPG"]
+# What a tree holds besides its photos: macOS's AppleDouble twin of every file copied to a non-Mac disk
+# (not an image: each failed as unsupported), a Mac-made zip's, a NAS's and a desktop's thumbnails.
+NO_PHOTOS = [
+    "._b.jpg",
+    "a/._c.PNG",
+    "__MACOSX/._b.jpg",
+    "__MACOSX/a/c.PNG",
+    "a/@eaDir/c.PNG/SYNOPHOTO_THUMB_XL.jpg",
+    ".@__thumb/b.jpg",
+    "a/.thumbnails/e.jpg",
+    ".hidden.webp",
+]
 
 
-def test_a_folder_is_its_photos_by_path_under_it_without_the_output_inside_it(tmp_path):
-    tree(tmp_path, NAMES)
-    names = ["a/c.PNG", "a/d/e.heic", ".hidden.webp", "Xmas.jpg", "b.jpg"]
+def test_a_folder_is_its_photos_by_path_under_it_without_the_output_inside_it_or_what_is_no_photo(tmp_path):
+    tree(tmp_path, NAMES + NO_PHOTOS)
+    names = ["a/c.PNG", "a/d/e.heic", "Xmas.jpg", "_DSC0001.JPG", "b.jpg"]
     assert Folder(tmp_path, tmp_path / "out").items(IMAGE_SUFFIXES) == [Item(name, name) for name in sorted(names)]
     assert "out/x.jpg" in [item.name for item in Folder(tmp_path).items(IMAGE_SUFFIXES)]
     assert Folder(tmp_path).read("a/d/e.heic") == b"a/d/e.heic"
 
 
 def test_an_object_store_prefix_is_its_photos_by_key_under_it(tmp_path):
-    tree(tmp_path / "bucket" / "photos_X", NAMES)
+    tree(tmp_path / "bucket" / "photos_X", NAMES + NO_PHOTOS)
     tree(tmp_path / "bucket", ["elsewhere.jpg", "photos/b.jpg"])
     store = ObjectStore(f"file://{tmp_path}/bucket/photos_X/")
-    names = sorted(["a/c.PNG", "a/d/e.heic", ".hidden.webp", "Xmas.jpg", "b.jpg", "out/x.jpg"])
+    names = sorted(["a/c.PNG", "a/d/e.heic", "Xmas.jpg", "_DSC0001.JPG", "b.jpg", "out/x.jpg"])
     assert store.items(IMAGE_SUFFIXES) == [Item(name, name) for name in names]
     assert store.read("a/d/e.heic") == b"a/d/e.heic"
 
