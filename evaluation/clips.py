@@ -57,6 +57,15 @@ def moved_boxes(
     return kept
 
 
+def turned_clockwise(boxes: list[list[float]], size: tuple[int, int], turns: int) -> list[list[float]]:
+    """(x, y, w, h) boxes of a picture of `size` (W, H), in it turned `turns` quarter turns clockwise."""
+    width, height = size
+    for _ in range(turns):
+        boxes = [[height - y - h, x, h, w] for x, y, w, h in boxes]
+        width, height = height, width
+    return boxes
+
+
 def build_clip(
     path: Path,
     frames: int = 40,
@@ -64,15 +73,21 @@ def build_clip(
     fps: int = 25,
     variable_rate: bool = False,
     rotation: int = 0,
+    stored_turned: bool = False,
 ) -> dict:
     """Write the clip to `path` and return its ground truth ({"fps", "width", "height", "frames":
-    [{"frame", "pts", "boxes"}]}). With `variable_rate`, every third frame lasts three ticks."""
+    [{"frame", "pts", "boxes"}]}, in stored pixels). With `variable_rate`, every third frame lasts
+    three ticks. `rotation` is the display rotation (degrees counterclockwise, a multiple of 90);
+    with `stored_turned` the frames are stored turned the other way, so that players show them
+    upright, as a phone stores a portrait video (else they show turned)."""
     photo, boxes = crowd_photo()
     photo_size = (photo.shape[1], photo.shape[0])
-    truth: dict = {"fps": fps, "width": size[0], "height": size[1], "frames": []}
+    turns = (rotation // 90) % 4 if stored_turned else 0  # quarter turns clockwise, shown to stored
+    stored = (size[1], size[0]) if turns % 2 else size
+    truth: dict = {"fps": fps, "width": stored[0], "height": stored[1], "frames": []}
     with av.open(str(path), "w") as output:
         video = output.add_stream("libx264", rate=fps, options={"crf": "23", "preset": "veryfast"})
-        video.width, video.height, video.pix_fmt = size[0], size[1], "yuv420p"
+        video.width, video.height, video.pix_fmt = stored[0], stored[1], "yuv420p"
         video.codec_context.time_base = Fraction(1, fps)
         if rotation:
             video.set_display_rotation(rotation)
@@ -90,10 +105,11 @@ def build_clip(
             x0, y0, scale = camera(index, frames, photo_size, size)
             affine = np.array([[scale, 0, -x0 * scale], [0, scale, -y0 * scale]])
             pixels = cv2.warpAffine(photo, affine, size, flags=cv2.INTER_AREA, borderMode=cv2.BORDER_REFLECT)
-            frame = av.VideoFrame.from_ndarray(pixels, format="bgr24")
+            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(np.rot90(pixels, -turns)), format="bgr24")
             frame.pts, frame.time_base = pts, Fraction(1, fps)
             output.mux(video.encode(frame))
-            truth["frames"].append({"frame": index, "pts": pts, "boxes": moved_boxes(boxes, x0, y0, scale, size)})
+            shown = moved_boxes(boxes, x0, y0, scale, size)
+            truth["frames"].append({"frame": index, "pts": pts, "boxes": turned_clockwise(shown, size, turns)})
             pts += 3 if variable_rate and index % 3 == 2 else 1
         output.mux(video.encode(None))
     path.with_suffix(".json").write_text(json.dumps(truth))

@@ -35,6 +35,7 @@ from facecrop_hiding import Hiding, hidden_share, hide_faces, plausible
 
 DETECT_SIDE = 1024  # the service's standard pass sees no more (FACECROP_TARGET_SIZE)
 JPEG_QUALITY = 90
+TURNS_COUNTERCLOCKWISE = {1: cv2.ROTATE_90_COUNTERCLOCKWISE, 2: cv2.ROTATE_180, 3: cv2.ROTATE_90_CLOCKWISE}
 
 
 # constant quality (x264, x265, VP9, AV1): the shared clip's own; 18 made files 1.6x larger (docs/video.md)
@@ -135,16 +136,39 @@ def partials_of(target: Path) -> list[Path]:
 
 
 def detect_frame(client: AnyClient, frame: av.VideoFrame, params: dict) -> tuple[dict, np.ndarray]:
-    """/v1/detect's answer for `frame` in the frame's own pixels, and its corner boxes: sent scaled
-    to DETECT_SIDE, or whole where a tiled pass may run (detail auto or high: it tiles the original)."""
+    """/v1/detect's answer for `frame` in the pixels of the frame as shown, and its corner boxes in
+    the frame's stored pixels: sent scaled to DETECT_SIDE, or whole where a tiled pass may run
+    (detail auto or high: it tiles the original), turned upright as players show it (a phone's
+    portrait video is stored sideways: its faces, lying down, were mostly not found)."""
     tiled = params.get("detail", "standard") != "standard"
     scale = 1.0 if tiled else min(1.0, DETECT_SIDE / max(frame.width, frame.height))
     small = frame.reformat(
         round(frame.width * scale), round(frame.height * scale), format="bgr24", interpolation="AREA"
     )
-    _, jpeg = cv2.imencode(".jpg", small.to_ndarray(), [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY])
-    answer = rescaled(client.detect(jpeg.tobytes(), **params).raw, 1 / scale, frame.width, frame.height)
-    return answer, corner_boxes(answer)
+    turn = quarter_turns(frame.rotation)
+    shown = small.to_ndarray() if turn == 0 else cv2.rotate(small.to_ndarray(), TURNS_COUNTERCLOCKWISE[turn])
+    _, jpeg = cv2.imencode(".jpg", shown, [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY])
+    width, height = (frame.height, frame.width) if turn % 2 else (frame.width, frame.height)
+    answer = rescaled(client.detect(jpeg.tobytes(), **params).raw, 1 / scale, width, height)
+    return answer, stored_boxes(corner_boxes(answer), turn, (width, height))
+
+
+def quarter_turns(rotation: float) -> int:
+    """A display rotation (degrees counterclockwise, PyAV's `frame.rotation`) as quarter turns
+    counterclockwise, 0-3 (FFmpeg's own rounding; a matrix of another angle is taken as none)."""
+    turns, rest = divmod(round(rotation), 90)
+    return 0 if rest else turns % 4
+
+
+def stored_boxes(boxes: np.ndarray, turn: int, shown: tuple[int, int]) -> np.ndarray:
+    """Corner boxes (and their scores) in a frame shown `turn` quarter turns counterclockwise from
+    how it is stored, of `shown` (W, H), moved back into the stored pixels."""
+    width, height = shown
+    for _ in range(turn):  # one quarter turn back (clockwise) at a time: (x, y) -> (H - y, x)
+        x1, y1, x2, y2 = boxes[:, 0].copy(), boxes[:, 1].copy(), boxes[:, 2].copy(), boxes[:, 3].copy()
+        boxes = np.column_stack([height - y2, x1, height - y1, x2, boxes[:, 4:]])
+        width, height = height, width
+    return boxes
 
 
 def rescaled(answer: dict, factor: float, width: int, height: int) -> dict:

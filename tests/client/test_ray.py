@@ -54,7 +54,7 @@ def tree(tmp_path_factory) -> Path:
             (folder / name / Path(truth["image"]).name).write_bytes((images / truth["image"]).read_bytes())
     (folder / "clips").mkdir()
     build_clip(folder / "clips" / "street.mp4", frames=16)
-    build_clip(folder / "clips" / "turned.mp4", frames=12, variable_rate=True, rotation=90)
+    build_clip(folder / "clips" / "turned.mp4", frames=12, variable_rate=True, rotation=90, stored_turned=True)
     for truth in (folder / "clips").glob("*.json"):
         truth.unlink()
     return folder

@@ -22,13 +22,17 @@ FACECROP = [sys.executable, "-m", "facecrop_client.cli"]
 # Faces hidden on the 40-frame clip at the defaults, within 0.01 of what they measure (0.880,
 # 2026-11-24; --fast 0.873); a plain re-encode hides none.
 HIDDEN_FLOOR = 0.87
+# The crowd clip as a phone stores a portrait video: sideways, with the display rotation that shows it upright.
+PHONE_CLIPS = {"phone.mp4": 90, "phone-other-hand.mp4": -90}
 
 
 @pytest.fixture(scope="module")
 def clips(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("clips")
     build_clip(folder / "crowd.mp4")
-    build_clip(folder / "turned.mp4", variable_rate=True, rotation=90)
+    build_clip(folder / "turned.mp4", variable_rate=True, rotation=90, stored_turned=True)
+    for name, rotation in PHONE_CLIPS.items():
+        build_clip(folder / name, rotation=rotation, stored_turned=True)
     return folder
 
 
@@ -87,6 +91,27 @@ def test_variable_frame_rate_rotation_and_another_container(stack, clips, tmp_pa
         kept, original = shape_of(target), shape_of(source)
         assert kept["rotation"] == 90 and kept["times"] == original["times"] and kept["audio"] == original["audio"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["turned.mov", "turned.mp4"]  # no partial files left
+
+
+@pytest.mark.parametrize("name", PHONE_CLIPS)
+def test_a_video_stored_sideways_is_looked_at_as_it_is_shown(stack, clips, tmp_path, name):
+    """Its frames are sent upright (sideways, its faces lying down, 1,102 of the 1,909 were hidden
+    where the clip stored upright has 1,754), its faces hidden in the stored pixels, its rotation
+    kept; --mode detect lists them in the pixels as shown, as many as the upright clip has."""
+    source, target = clips / name, tmp_path / "hidden.mp4"
+    done = facecrop(stack, "video", str(source), str(target), "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert shape_of(target) == shape_of(source) and shape_of(target)["rotation"] == PHONE_CLIPS[name]
+    hiding = video_hiding(source, target, json.loads(source.with_suffix(".json").read_text()))
+    assert hiding.frames == 40 and hiding.share >= HIDDEN_FLOOR, hiding
+    counts = {}
+    for clip in (source, clips / "crowd.mp4"):
+        listed = facecrop(stack, "video", str(clip), str(tmp_path / "faces.jsonl"), "--mode", "detect", "-q")
+        assert listed.returncode == 0, listed.stderr
+        lines = [json.loads(line) for line in (tmp_path / "faces.jsonl").read_text().splitlines()[:-1]]
+        assert {(line["image"]["width"], line["image"]["height"]) for line in lines} == {(640, 360)}
+        counts[clip.name] = sum(len(line["faces"]) for line in lines)
+    assert counts[name] >= 0.97 * counts["crowd.mp4"], counts
 
 
 def test_detect_lists_every_frame_in_its_own_pixels(stack, clips, tmp_path):

@@ -332,6 +332,37 @@ def test_frames_are_sent_scaled_to_the_standard_pass_and_whole_where_a_tiled_pas
         assert np.abs(np.subtract([rect["x"], rect["y"], rect["width"], rect["height"]], [x, y, SIDE, SIDE])).max() <= 2
 
 
+@pytest.mark.parametrize("rotation", [90, -90, 180])
+def test_a_clip_shown_turned_is_looked_at_as_shown_and_hidden_where_it_is_stored(tmp_path, rotation):
+    """A display rotation (a phone stores a portrait video sideways): each frame is sent as players
+    show it, the squares found there are hidden in the stored pixels, and --mode detect lists them in
+    the pixels as shown (the stored square's mask turned by OpenCV, as the display matrix turns it)."""
+    source, hidden, listed = tmp_path / "turned.mp4", tmp_path / "hidden.mp4", tmp_path / "faces.jsonl"
+    build(source, 4, CLIP, rotation=rotation)
+    service = SquaresService(CLIP[0])
+    run_video(service, hidden_job(source, hidden), Progress())
+    shown = CLIP[::-1] if rotation % 180 else CLIP
+    assert {size for _, size, _ in service.sent} == {shown}
+    assert_hidden_clip(hidden, "h264", 4, CLIP)
+    run_video(SquaresService(CLIP[0]), VideoJob(source, listed, mode="detect", tile_every=0), Progress())
+    turn = {90: cv2.ROTATE_90_COUNTERCLOCKWISE, -90: cv2.ROTATE_90_CLOCKWISE, 180: cv2.ROTATE_180}[rotation]
+    for index, line in enumerate(json.loads(text) for text in listed.read_text().splitlines()[:-1]):
+        mask = np.zeros(CLIP[::-1], np.uint8)
+        x, y = square_at(index, CLIP)
+        mask[y : y + SIDE, x : x + SIDE] = 255
+        rect = max(line["faces"], key=lambda face: face["confidence"])["face_rectangle"]
+        found = [rect["x"], rect["y"], rect["width"], rect["height"]]
+        assert line["image"] == {"width": shown[0], "height": shown[1]}
+        assert np.abs(np.subtract(found, cv2.boundingRect(cv2.rotate(mask, turn)))).max() <= 2, (index, found)
+
+
+@pytest.mark.parametrize(
+    ("rotation", "turns"), [(0, 0), (90, 1), (-90, 3), (270, 3), (180, 2), (-180, 2), (89.7, 1), (45, 0), (-30, 0)]
+)
+def test_a_display_rotation_is_quarter_turns_counterclockwise_or_none(rotation, turns):
+    assert video.quarter_turns(rotation) == turns
+
+
 def test_a_failing_service_leaves_neither_the_target_nor_a_partial_file(clip, tmp_path):
     source, _ = clip
     target = tmp_path / "never.mp4"
