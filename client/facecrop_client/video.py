@@ -49,6 +49,7 @@ ENCODER_OPTIONS = {  # speed presets; x265 (HEVC, what phones record) says only 
     "libx265": {"preset": "veryfast", "x265-params": "log-level=error"},
     "libvpx-vp9": {"deadline": "realtime", "cpu-used": "8"},
 }
+DEEP_FORMAT = "yuv420p10le"  # what a video of more than 8 bits is written in, where its encoder takes it
 EVEN_SIDES = ("libx264", "libx265")  # their 4:2:0 needs even sides: an odd one is scaled a pixel smaller
 
 
@@ -253,6 +254,39 @@ def encoded_size(encoder: str, width: int, height: int) -> tuple[int, int]:
     return max(2, width - width % 2), max(2, height - height % 2)
 
 
+@dataclass(frozen=True)
+class Picture:
+    """How the output's frames are stored: 4:2:0 samples (`format`), in the source's colour (matrix
+    and range: `colorspace`, `color_range`, FFmpeg's numbers); `samples`, what its faces are hidden in."""
+
+    format: str
+    colorspace: int
+    color_range: int
+    samples: str  # bgr24, or bgr48le for deeper samples
+
+    def encodable(self, frame: av.VideoFrame, video: VideoStream) -> av.VideoFrame:
+        """`frame` (the source's, or one whose faces were hidden) in the output's size, samples, matrix
+        and range: one conversion, both ways by the source's matrix (PyAV's default back was BT.601's
+        whatever the source's: a BT.709 video's frames with faces came out a few levels off)."""
+        return frame.reformat(
+            video.width, video.height, self.format, dst_colorspace=self.colorspace, dst_color_range=self.color_range
+        )
+
+
+def described_like(video: VideoStream, source: av.VideoCodecContext) -> Picture:
+    """Give `video` the source's colour description (primaries, transfer, matrix, range) and depth:
+    10-bit samples where the source has more than 8 bits and the encoder takes them. A phone's HDR
+    video (HEVC, 10 bits, BT.2020 primaries, HLG) came out in 8 bits, untagged: played as BT.709, washed out."""
+    context = video.codec_context
+    for attribute in ("color_primaries", "color_trc", "colorspace", "color_range"):
+        setattr(context, attribute, getattr(source, attribute))
+    bits = av.VideoFormat(source.pix_fmt).components[0].bits if source.pix_fmt else 8
+    takes = {f.name for f in context.codec.video_formats or ()}
+    deep = bits > 8 and DEEP_FORMAT in takes
+    video.pix_fmt = DEEP_FORMAT if deep else "yuv420p"
+    return Picture(video.pix_fmt, source.colorspace, source.color_range, "bgr48le" if deep else "bgr24")
+
+
 def open_encoder(video: VideoStream, crf: int, target: Path) -> None:
     """Open `video`'s encoder now: one that refuses the video (SVT-AV1 under 4x4 pixels, a CRF
     out of its range) is told in one line before any frame is sent."""
@@ -435,7 +469,7 @@ def _hide_faces(
         video = video_stream(output, source.codec_context.name, source.guessed_rate, job.crf, job.target)
         size = source.codec_context.width, source.codec_context.height
         video.width, video.height = encoded_size(video.codec_context.name, *size)
-        video.pix_fmt = "yuv420p"
+        picture = described_like(video, source.codec_context)
         video.time_base = video.codec_context.time_base = source.time_base  # every timestamp kept (variable rates too)
         open_encoder(video, job.crf, job.target)
         audio_map = {a: copied_audio(a, output, job.target) for a in container.streams.audio}
@@ -449,9 +483,10 @@ def _hide_faces(
                 boxes = boxes[plausible(boxes[:, 4], boxes[:, :4])]
                 out = frame
                 if len(boxes):
-                    pixels = hide_faces(frame.to_ndarray(format="bgr24"), boxes[:, :4], job.hiding)
-                    out = av.VideoFrame.from_ndarray(pixels, format="bgr24")
+                    pixels = hide_faces(frame.to_ndarray(format=picture.samples), boxes[:, :4], job.hiding)
+                    out = av.VideoFrame.from_ndarray(pixels, format=picture.samples)
                     summary.hidden += hidden_share(boxes[:, :4], job.hiding, (frame.width, frame.height))
+                out = picture.encodable(out, video)
                 out.pts, out.time_base = frame.pts, frame.time_base
                 out.pict_type = av.video.frame.PictureType.NONE
                 output.mux(video.encode(out))

@@ -161,15 +161,18 @@ def hidden_share(boxes: np.ndarray, hiding: Hiding, size: tuple[int, int]) -> fl
 
 
 def hide_faces(pixels: np.ndarray, boxes: np.ndarray, hiding: Hiding) -> np.ndarray:
-    """Hide every face of `boxes` (corner boxes in the pixels' coordinates) in `pixels`, in place."""
+    """Hide every face of `boxes` (corner boxes in the pixels' coordinates) in `pixels` (8 or 16-bit
+    samples), in place."""
     height, width = pixels.shape[:2]
     hide = METHODS[hiding.method]
+    deep = pixels.dtype == np.uint16  # a 10-bit video's samples: OpenCV blurs and blends them right as floats
     sides = np.minimum(boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1])
     for (x1, y1, x2, y2), side in zip(regions(boxes, hiding.margin, (width, height)), sides):
         if x2 <= x1 or y2 <= y1:
             continue
         patch = pixels[y1:y2, x1:x2]
         alpha, inverse = blend_weights(y2 - y1, x2 - x1, hiding.shape, hiding.method != "fill")
-        hidden = hide(patch, max(1, round(hiding.strength * side / 2)))
-        patch[...] = cv2.blendLinear(hidden, patch, alpha, inverse)  # one pass, no float copies
+        work = patch.astype(np.float32) if deep else patch
+        hidden = hide(work, max(1, round(hiding.strength * side / 2)))
+        patch[...] = cv2.blendLinear(hidden, work, alpha, inverse)  # one pass, no float copies of 8-bit pixels
     return pixels

@@ -81,17 +81,22 @@ def build(
     rotation: int = 0,
     textured: bool = False,
     keyframes_only: bool = False,
+    pix_fmt: str = "yuv420p",
+    colour: dict | None = None,
 ) -> list[int]:
     """A clip of `frames` dark frames, each with one white square (square_at) and a large dim one
     (DIM: scored under 50 %, four times the white one's side: no face anonymizing hides), and a
-    tone: the pts of each frame (with `variable`, every third frame lasts three ticks)."""
+    tone: the pts of each frame (with `variable`, every third frame lasts three ticks); its samples
+    `pix_fmt`, its `colour` described as given (the codec context's color_* attributes)."""
     pts, tick = [], 0
     with av.open(str(path), "w") as output:
         # x265 told to log errors only: its stats, printed whenever its encoder is freed, would land in a later capture
         options = {"libx264": {"crf": "12"}, "libx265": {"x265-params": "log-level=error"}}.get(codec, {})
         video = output.add_stream(codec, rate=FPS, options={**options, "g": "1"} if keyframes_only else options)
-        video.width, video.height, video.pix_fmt = size[0], size[1], "yuv420p"
+        video.width, video.height, video.pix_fmt = size[0], size[1], pix_fmt
         video.codec_context.time_base = Fraction(1, FPS)
+        for attribute, value in (colour or {}).items():
+            setattr(video.codec_context, attribute, value)
         if rotation:
             video.set_display_rotation(rotation)
         if path.suffix == ".mp4":  # a tone (WebM takes no AAC)
@@ -361,6 +366,45 @@ def test_a_clip_shown_turned_is_looked_at_as_shown_and_hidden_where_it_is_stored
 )
 def test_a_display_rotation_is_quarter_turns_counterclockwise_or_none(rotation, turns):
     assert video.quarter_turns(rotation) == turns
+
+
+HLG = {"color_primaries": 9, "color_trc": 18, "colorspace": 9, "color_range": 1}  # BT.2020, HLG: a phone's HDR
+BT709 = {"color_primaries": 1, "color_trc": 1, "colorspace": 1, "color_range": 1}
+FULL_RANGE = {"colorspace": 1, "color_range": 2}  # some phones record 0-255 samples
+
+
+@pytest.mark.parametrize(
+    ("codec", "pix_fmt", "colour"),
+    [
+        ("libx265", "yuv420p10le", HLG),
+        ("libx264", "yuv420p10le", BT709),
+        ("libx264", "yuv420p", BT709),
+        ("libx264", "yuvj420p", FULL_RANGE),
+        ("libvpx-vp9", "yuv420p", {}),
+    ],
+    ids=["hdr-hevc", "10-bit-h264", "bt709", "full-range", "untagged-vp9"],
+)
+def test_the_output_keeps_the_sources_colour_and_depth(tmp_path, codec, pix_fmt, colour):
+    """The samples' depth (10 bits where the encoder takes them) and the colour description carried
+    over, and the frames whose faces were hidden converted back by the source's own matrix: the
+    background of a frame with a face decodes as the source's does (an HDR video came out 8-bit and
+    untagged, played washed out; a BT.709 one's frames with faces came out converted back by BT.601's)."""
+    source, target = tmp_path / f"source{'.webm' if codec == 'libvpx-vp9' else '.mp4'}", tmp_path / "hidden.mkv"
+    build(source, 3, CLIP, codec=codec, pix_fmt=pix_fmt, colour=colour)
+    run_video(SquaresService(CLIP[0]), hidden_job(source, target, crf=0), Progress())  # lossless, or nearly
+    described = {}
+    for path in (source, target):
+        with av.open(str(path)) as container:
+            context = container.streams.video[0].codec_context
+            described[path.name] = (context.pix_fmt, *(getattr(context, name) for name in HLG))
+    assert described["hidden.mkv"] == described[source.name], described
+    before, after = (decoded(path)[0].to_ndarray(format="bgr48le").astype(float) / 257 for path in (source, target))
+    background = np.ones(CLIP[::-1], bool)
+    background[: DIM[1] + DIM[2] + 8] = False  # every row the squares (white above the dim) reach
+    assert inside_square(decoded(target)[0], 0, inset=5).max() < DARK  # its face hidden
+    # 8-bit samples: FFmpeg's default conversion (PyAV's) rounds a flat colour by a few levels there and back
+    within = 0.5 if pix_fmt.endswith("10le") else 2.5  # before: HDR 3.2, 10-bit H.264 3.0, full range 3.3
+    assert np.abs(after - before)[background].mean() < within, np.abs(after - before)[background].mean(axis=0)
 
 
 def test_a_failing_service_leaves_neither_the_target_nor_a_partial_file(clip, tmp_path):

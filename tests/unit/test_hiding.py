@@ -89,6 +89,21 @@ def test_each_method_hides_the_face_and_leaves_every_pixel_outside_exact(method)
         assert (pixels[30:90, 40:80] == 0).all()  # solid to its edge
 
 
+@pytest.mark.parametrize("method", ["blur", "pixelate", "fill"])
+@pytest.mark.parametrize("shape", ["ellipse", "rect"])
+def test_16_bit_samples_are_hidden_as_8_bit_ones_are(method, shape):
+    """A 10-bit video's frames are hidden as 16-bit samples: the same regions, the same blend, to
+    within the 8-bit picture's rounding (its stack blur rounds each pass: up to 2 levels, 514 in 16 bits)."""
+    pixels = cv2.resize(np.random.default_rng(3).integers(0, 256, (30, 40, 3), dtype=np.uint8), (160, 120))
+    boxes = np.array([[40.0, 30.0, 80.0, 90.0], [100.0, 10.0, 150.0, 60.0]])
+    hiding = Hiding(method=method, shape=shape)
+    deep = hide_faces(pixels.astype(np.uint16) * 257, boxes, hiding)
+    eight = hide_faces(pixels.copy(), boxes, hiding)
+    assert deep.dtype == np.uint16
+    assert np.abs(deep / 257 - eight).max() <= 2.5, np.abs(deep / 257 - eight).max()
+    assert np.abs(deep / 257 - pixels).mean() > 5  # hidden, not left as it was
+
+
 def test_the_strength_is_relative_to_the_face():
     """A stronger blur of the same face leaves less of its detail; pixel blocks are about
     strength x half the shorter side."""
