@@ -469,6 +469,8 @@ def _hide_faces(
         video = video_stream(output, source.codec_context.name, source.guessed_rate, job.crf, job.target)
         size = source.codec_context.width, source.codec_context.height
         video.width, video.height = encoded_size(video.codec_context.name, *size)
+        if sar := source.codec_context.sample_aspect_ratio:  # an anamorphic video (HDV's 1440x1080) came out squeezed
+            video.codec_context.sample_aspect_ratio = video.sample_aspect_ratio = sar
         picture = described_like(video, source.codec_context)
         video.time_base = video.codec_context.time_base = source.time_base  # every timestamp kept (variable rates too)
         open_encoder(video, job.crf, job.target)

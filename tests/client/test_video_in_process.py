@@ -82,12 +82,12 @@ def build(
     textured: bool = False,
     keyframes_only: bool = False,
     pix_fmt: str = "yuv420p",
-    colour: dict | None = None,
+    described: dict | None = None,
 ) -> list[int]:
     """A clip of `frames` dark frames, each with one white square (square_at) and a large dim one
     (DIM: scored under 50 %, four times the white one's side: no face anonymizing hides), and a
     tone: the pts of each frame (with `variable`, every third frame lasts three ticks); its samples
-    `pix_fmt`, its `colour` described as given (the codec context's color_* attributes)."""
+    `pix_fmt`, its colour or pixels' shape `described` (codec context attributes: color_*, sample_aspect_ratio)."""
     pts, tick = [], 0
     with av.open(str(path), "w") as output:
         # x265 told to log errors only: its stats, printed whenever its encoder is freed, would land in a later capture
@@ -95,7 +95,7 @@ def build(
         video = output.add_stream(codec, rate=FPS, options={**options, "g": "1"} if keyframes_only else options)
         video.width, video.height, video.pix_fmt = size[0], size[1], pix_fmt
         video.codec_context.time_base = Fraction(1, FPS)
-        for attribute, value in (colour or {}).items():
+        for attribute, value in (described or {}).items():
             setattr(video.codec_context, attribute, value)
         if rotation:
             video.set_display_rotation(rotation)
@@ -390,7 +390,7 @@ def test_the_output_keeps_the_sources_colour_and_depth(tmp_path, codec, pix_fmt,
     background of a frame with a face decodes as the source's does (an HDR video came out 8-bit and
     untagged, played washed out; a BT.709 one's frames with faces came out converted back by BT.601's)."""
     source, target = tmp_path / f"source{'.webm' if codec == 'libvpx-vp9' else '.mp4'}", tmp_path / "hidden.mkv"
-    build(source, 3, CLIP, codec=codec, pix_fmt=pix_fmt, colour=colour)
+    build(source, 3, CLIP, codec=codec, pix_fmt=pix_fmt, described=colour)
     run_video(SquaresService(CLIP[0]), hidden_job(source, target, crf=0), Progress())  # lossless, or nearly
     described = {}
     for path in (source, target):
@@ -405,6 +405,20 @@ def test_the_output_keeps_the_sources_colour_and_depth(tmp_path, codec, pix_fmt,
     # 8-bit samples: FFmpeg's default conversion (PyAV's) rounds a flat colour by a few levels there and back
     within = 0.5 if pix_fmt.endswith("10le") else 2.5  # before: HDR 3.2, 10-bit H.264 3.0, full range 3.3
     assert np.abs(after - before)[background].mean() < within, np.abs(after - before)[background].mean(axis=0)
+
+
+@pytest.mark.parametrize("out", [".mp4", ".mkv", ".mov"])
+def test_an_anamorphic_video_keeps_its_pixels_shape(tmp_path, out):
+    """Pixels 4:3 wide (HDV's 1440x1080, shown 16:9): the output's are too (they came out square, the
+    picture squeezed); a video of square pixels says nothing of them, as before."""
+    anamorphic, square = tmp_path / "hdv.mp4", tmp_path / "square.mp4"
+    build(anamorphic, 3, CLIP, described={"sample_aspect_ratio": Fraction(4, 3)})
+    build(square, 3, CLIP)
+    for source, shape in ((anamorphic, Fraction(4, 3)), (square, None)):
+        target = tmp_path / f"hidden-{source.stem}{out}"
+        run_video(SquaresService(CLIP[0]), hidden_job(source, target), Progress())
+        with av.open(str(target)) as container:
+            assert container.streams.video[0].sample_aspect_ratio == shape, (source, out)
 
 
 def test_a_failing_service_leaves_neither_the_target_nor_a_partial_file(clip, tmp_path):
