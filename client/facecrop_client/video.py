@@ -50,6 +50,9 @@ ENCODER_OPTIONS = {  # speed presets; x265 (HEVC, what phones record) says only 
     "libvpx-vp9": {"deadline": "realtime", "cpu-used": "8"},
 }
 DEEP_FORMAT = "yuv420p10le"  # what a video of more than 8 bits is written in, where its encoder takes it
+# the encoders whose 10-bit output players decode (HEVC Main 10, AV1 Main): H.264's High 10 plays in few
+# browsers or phones, so a 10-bit source written as H.264 (ProRes, say) stays 8-bit
+DEEP_ENCODERS = ("libx265", "libsvtav1")
 EVEN_SIDES = ("libx264", "libx265")  # their 4:2:0 needs even sides: an odd one is scaled a pixel smaller
 
 
@@ -275,14 +278,15 @@ class Picture:
 
 def described_like(video: VideoStream, source: av.VideoCodecContext) -> Picture:
     """Give `video` the source's colour description (primaries, transfer, matrix, range) and depth:
-    10-bit samples where the source has more than 8 bits and the encoder takes them. A phone's HDR
-    video (HEVC, 10 bits, BT.2020 primaries, HLG) came out in 8 bits, untagged: played as BT.709, washed out."""
+    10-bit samples where the source has more than 8 bits and the encoder is one of DEEP_ENCODERS
+    that takes them. A phone's HDR video (HEVC, 10 bits, BT.2020 primaries, HLG) came out in 8 bits,
+    untagged: played as BT.709, washed out."""
     context = video.codec_context
     for attribute in ("color_primaries", "color_trc", "colorspace", "color_range"):
         setattr(context, attribute, getattr(source, attribute))
     bits = av.VideoFormat(source.pix_fmt).components[0].bits if source.pix_fmt else 8
     takes = {f.name for f in context.codec.video_formats or ()}
-    deep = bits > 8 and DEEP_FORMAT in takes
+    deep = bits > 8 and context.name in DEEP_ENCODERS and DEEP_FORMAT in takes
     video.pix_fmt = DEEP_FORMAT if deep else "yuv420p"
     return Picture(video.pix_fmt, source.colorspace, source.color_range, "bgr48le" if deep else "bgr24")
 
@@ -466,7 +470,8 @@ def _hide_faces(
     with output:
         # FFmpeg's guess, as its own command line takes it: the last frame lasts as long as the ones before
         # it (the average rate of a variable-rate clip would stretch or cut it); PyAV says 24 where none
-        video = video_stream(output, source.codec_context.name, source.guessed_rate, job.crf, job.target)
+        codec = source.codec_context.codec.canonical_name  # the format's, not its decoder's (AV1's is libdav1d)
+        video = video_stream(output, codec, source.guessed_rate, job.crf, job.target)
         size = source.codec_context.width, source.codec_context.height
         video.width, video.height = encoded_size(video.codec_context.name, *size)
         if sar := source.codec_context.sample_aspect_ratio:  # an anamorphic video (HDV's 1440x1080) came out squeezed
