@@ -236,13 +236,18 @@ def video_stream(
     output: av.container.OutputContainer, codec: str, rate: Fraction | None, crf: int, target: Path
 ) -> VideoStream:
     """`output`'s video stream: the encoder of the source's `codec` where the container holds it, else
-    the first of FALLBACK_ENCODERS it holds (HEVC into WebM: VP9); a VideoError where it holds none."""
+    the first of FALLBACK_ENCODERS it holds (HEVC into WebM: VP9); a VideoError where it holds none.
+    HEVC in MP4 or MOV is tagged `hvc1`, as phones write it: Apple's players (QuickTime, Safari, the
+    iPhone's Photos) refuse FFmpeg's default `hev1`, and an iPhone's video came out unplayable there."""
     for encoder in dict.fromkeys((ENCODERS.get(codec, FALLBACK_ENCODERS[0]), *FALLBACK_ENCODERS)):
         options = {"crf": str(crf), **ENCODER_OPTIONS.get(encoder, {})}
         try:
-            return cast(VideoStream, output.add_stream(encoder, rate=rate, options=options))
+            stream = cast(VideoStream, output.add_stream(encoder, rate=rate, options=options))
         except ValueError:  # PyAV's word for a codec the container cannot hold
             continue
+        if encoder == "libx265" and output.format.name in ("mp4", "mov"):
+            stream.codec_context.codec_tag = "hvc1"
+        return stream
     raise VideoError(
         f"{target}: the {output.format.name} container holds none of the videos this writes (H.264, HEVC, VP9, AV1): "
         "use .mp4, .mkv, .mov or .webm"

@@ -599,6 +599,20 @@ def test_the_hevc_encoder_says_nothing_but_its_errors(tmp_path, capfd):
     assert "x265 [" not in capfd.readouterr().err
 
 
+def test_hevc_in_mp4_and_mov_is_tagged_as_apple_s_players_take_it(tmp_path):
+    """An iPhone's video (HEVC, `hvc1`) came out `hev1`, FFmpeg's default, which QuickTime, Safari and
+    the iPhone's Photos refuse: MP4 and MOV outputs are `hvc1`, every frame decodable; MKV has no tags."""
+    source = tmp_path / "iphone.mov"
+    build(source, 3, CLIP, codec="libx265")
+    for out, tag in ((".mp4", "hvc1"), (".mov", "hvc1"), (".mkv", "\0\0\0\0")):
+        target = tmp_path / f"hidden{out}"
+        run_video(SquaresService(CLIP[0]), hidden_job(source, target), Progress())
+        with av.open(str(target)) as container:
+            stream = container.streams.video[0]
+            assert (stream.codec_context.name, stream.codec_tag) == ("hevc", tag), out
+        assert len(decoded(target)) == 3
+
+
 OPENS_AV1 = """
 import io, pathlib, av
 from facecrop_client.video import open_encoder
