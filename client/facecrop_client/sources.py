@@ -24,7 +24,8 @@ READ_TIMEOUT_S = 60.0  # a listed URL's whole read (and each of its socket's wai
 MAX_READ_BYTES = 100 << 20  # a listed URL's or stored object's body: five times the service's default limit
 READ_CHUNK_BYTES = 1 << 20
 QUERY_UNSAFE = re.compile(r"[^A-Za-z0-9_=-]+")  # a query in an output's name: no dot (a suffix), slash or '?'
-NO_PHOTOS_INSIDE = frozenset({"__MACOSX", "@eaDir"})  # a Mac-made zip's resource forks, a Synology NAS's thumbnails
+# a Mac-made zip's resource forks, a Synology NAS's thumbnails, a Windows disk's deleted files and its own
+NO_PHOTOS_INSIDE = frozenset({"__MACOSX", "@eaDir", "$RECYCLE.BIN", "System Volume Information"})
 
 
 class Item(NamedTuple):

@@ -122,7 +122,8 @@ def tree(root: Path, names: list[str]) -> None:
 
 NAMES = ["b.jpg", "a/c.PNG", "a/notes.txt", "a/d/e.heic", "out/x.jpg", "Xmas.jpg", "_DSC0001.JPG"]
 # What a tree holds besides its photos: macOS's AppleDouble twin of every file copied to a non-Mac disk
-# (not an image: each failed as unsupported), a Mac-made zip's, a NAS's and a desktop's thumbnails.
+# (not an image: each failed as unsupported), a Mac-made zip's, a NAS's and a desktop's thumbnails, a
+# Windows disk's recycle bin and system folder (a drive's root given as the tree).
 NO_PHOTOS = [
     "._b.jpg",
     "a/._c.PNG",
@@ -132,6 +133,8 @@ NO_PHOTOS = [
     ".@__thumb/b.jpg",
     "a/.thumbnails/e.jpg",
     ".hidden.webp",
+    "$RECYCLE.BIN/S-1-5-21/$R0A1B2C.jpg",
+    "System Volume Information/b.jpg",
 ]
 
 
