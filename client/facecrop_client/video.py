@@ -129,6 +129,13 @@ def open_video(source: Path) -> av.container.InputContainer:
     return container
 
 
+def picture_stream(container: av.container.InputContainer) -> VideoStream:
+    """The video stream a player shows: FFmpeg's own choice (av_find_best_stream: the moving picture
+    over a one-frame cover, whatever their order; an MKV whose first track was its cover came out as
+    that one picture)."""
+    return cast(VideoStream, container.streams.best("video") or container.streams.video[0])
+
+
 def partial_path(target: Path) -> Path:
     """Where the output is written until complete: beside it, hidden, with its extension."""
     return target.with_name(f".{target.stem}.partial-{os.getpid()}{target.suffix}")
@@ -360,7 +367,7 @@ def decoded_frames(
 ) -> Generator[av.VideoFrame, None, None]:
     """The video frames in order; audio packets copied to `output` as they come; frames that fail
     to decode skipped and counted."""
-    for packet in container.demux(container.streams.video[0], *audio_map):  # ends with the decoder's flush
+    for packet in container.demux(picture_stream(container), *audio_map):  # ends with the decoder's flush
         if packet.stream.type == "audio":
             if packet.dts is not None:
                 packet.stream = audio_map[packet.stream]
@@ -383,7 +390,7 @@ def run_video(client: AnyClient, job: VideoJob, progress, stop: threading.Event 
     container = open_video(job.source)
     stop = threading.Event() if stop is None else stop
     try:
-        with container, progress(container.streams.video[0].frames or None) as bar:
+        with container, progress(picture_stream(container).frames or None) as bar:
             if job.mode == "detect":
                 _list_faces(client, job, container, partial, summary, bar, stop)
             else:
@@ -467,7 +474,7 @@ def _list_faces(
 def _hide_faces(
     client: AnyClient, job: VideoJob, container, partial: Path, summary: VideoSummary, bar, stop: threading.Event
 ) -> None:
-    source = container.streams.video[0]
+    source = picture_stream(container)
     try:
         output = av.open(str(partial), "w")
     except ValueError as error:  # no container for OUT's extension
@@ -482,6 +489,7 @@ def _hide_faces(
         if sar := source.codec_context.sample_aspect_ratio:  # an anamorphic video (HDV's 1440x1080) came out squeezed
             video.codec_context.sample_aspect_ratio = video.sample_aspect_ratio = sar
         picture = described_like(video, source.codec_context)
+        assert source.time_base is not None  # every stream FFmpeg demuxes has one
         video.time_base = video.codec_context.time_base = source.time_base  # every timestamp kept (variable rates too)
         open_encoder(video, job.crf, job.target)
         audio_map = {a: copied_audio(a, output, job.target) for a in container.streams.audio}

@@ -599,6 +599,27 @@ def test_the_hevc_encoder_says_nothing_but_its_errors(tmp_path, capfd):
     assert "x265 [" not in capfd.readouterr().err
 
 
+def test_the_moving_picture_is_the_one_hidden_not_a_cover_before_it(clip, tmp_path):
+    """An MKV whose first video track is a one-frame cover picture (as FFmpeg writes one): the clip is
+    the video hidden and written, every frame, as a player picks it (it came out as the cover alone)."""
+    source, _ = clip
+    covered, target = tmp_path / "covered.mkv", tmp_path / "hidden.mkv"
+    with av.open(str(source)) as original, av.open(str(covered), "w") as output:
+        cover = output.add_stream("mjpeg", rate=1)
+        cover.width, cover.height, cover.pix_fmt = 64, 48, "yuvj420p"
+        moving = output.add_stream_from_template(original.streams.video[0])
+        picture = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 128, np.uint8), format="bgr24")
+        picture.pts, picture.time_base = 0, Fraction(1, 1)
+        output.mux(cover.encode(picture))
+        output.mux(cover.encode(None))
+        for packet in original.demux(original.streams.video[0]):
+            if packet.size:
+                packet.stream = moving
+                output.mux(packet)
+    run_video(SquaresService(CLIP[0]), hidden_job(covered, target), Progress())
+    assert_hidden_clip(target, "h264", FRAMES, CLIP)
+
+
 def test_hevc_in_mp4_and_mov_is_tagged_as_apple_s_players_take_it(tmp_path):
     """An iPhone's video (HEVC, `hvc1`) came out `hev1`, FFmpeg's default, which QuickTime, Safari and
     the iPhone's Photos refuse: MP4 and MOV outputs are `hvc1`, every frame decodable; MKV has no tags."""
