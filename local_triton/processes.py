@@ -7,10 +7,12 @@ their own pair on free ports; the CPU Triton image (local_triton/container.py) r
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -34,6 +36,8 @@ LOG_DIR = BUILD_DIR / "logs"
 # The shared photos and models, beside the checkout (FACECROP_SHARED: elsewhere, e.g. for a copy of the tree)
 SHARED = Path(os.environ.get("FACECROP_SHARED") or PROJECT_ROOT.parent / "shared")
 SHARED_FACES = SHARED / "faces"
+SHM = Path("/dev/shm")  # where Triton's Python backend keeps each model instance's region
+REGION_PREFIX = "--backend-config=python,shm-region-prefix-name="
 COMPOSE_FILE = PROJECT_ROOT / "docker-compose.yml"
 LOCAL_ONLY_FLAGS = ("--model-repository=",)  # set by server_command to the rendering
 
@@ -135,12 +139,14 @@ def server_command(
 def start_triton(
     ports: TritonPorts, work_dir: Path, intra_op_threads: int = 0, log_path: Path | None = None, instances: int = 1
 ) -> subprocess.Popen:
-    """Render the local repository under `work_dir` and start `tritonserver` on `ports`."""
+    """Render the local repository under `work_dir` and start `tritonserver` on `ports`, its Python
+    backend's regions in /dev/shm named after its HTTP port (REGION_PREFIX: `stop` removes them)."""
     command, env = server_command(PRODUCTION_REPOSITORY, work_dir, intra_op_threads, instances)
     command += [
         f"--http-port={ports.http}",
         f"--grpc-port={ports.grpc}",
         f"--metrics-port={ports.metrics}",
+        f"{REGION_PREFIX}facecrop_triton_{ports.http}_",
         *production_flags(),
     ]
     return _spawn(command, env, log_path)
@@ -220,14 +226,47 @@ def rss_mib(pid: int) -> float:
 
 
 def stop(process: subprocess.Popen, timeout_s: float = 15) -> None:
-    """SIGTERM, then SIGKILL if it has not exited within `timeout_s`."""
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    """SIGTERM, then SIGKILL if it has not exited within `timeout_s`; then every child it left
+    behind killed and, for a Triton of `start_triton`, its regions in /dev/shm removed. Triton
+    stopped while it loads its models (`make serve` stopped at once) left Python backend stubs
+    running, deadlocked, and regions of 64 MiB in /dev/shm, for good."""
+    if process.poll() is not None:
+        return
+    children = {pid: _arguments(pid) for pid in child_pids(process.pid)}
+    process.terminate()
+    children |= {pid: _arguments(pid) for pid in child_pids(process.pid) if pid not in children}
+    try:
+        process.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    for pid, arguments in children.items():
+        if arguments and _arguments(pid) == arguments:  # still that child (its pid not taken since)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout_s
+    while any(map(running, children)) and time.monotonic() < deadline:  # not ours to wait for: Triton's
+        time.sleep(0.02)
+    for argument in map(str, process.args):
+        if argument.startswith(REGION_PREFIX):  # a Triton of start_triton: its regions have their own prefix
+            for region in SHM.glob(f"{argument.removeprefix(REGION_PREFIX)}*"):
+                region.unlink(missing_ok=True)
+
+
+def running(pid: int) -> bool:
+    """Whether process `pid` exists and has not exited (a zombie has)."""
+    try:
+        return "zombie" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+
+
+def _arguments(pid: int) -> list[str]:
+    """A process's command line (none once it has exited)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
 
 
 @dataclass(frozen=True)

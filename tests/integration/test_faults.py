@@ -23,6 +23,7 @@ from local_triton.processes import (
     TritonPorts,
     child_pids,
     free_port,
+    running,
     running_gateway,
     running_stack,
     start_gateway,
@@ -78,6 +79,25 @@ def test_unavailable_backend_gets_a_quick_503_then_recovers(orphan_gateway):
         assert set(answers) <= {200, 503}
     finally:
         stop(triton)
+
+
+def test_triton_stopped_while_it_loads_its_models_leaves_no_process_or_region():
+    """`make serve` stopped at once: Triton stopped while its Python backend starts its model
+    instances left stubs running (deadlocked, for good) and their 64 MiB regions in /dev/shm
+    (3 to 9 files a try). stop() leaves none of them: it kills what Triton left and removes the
+    regions of its own prefix. The event waited for: Triton's first stub has started."""
+    ports = TritonPorts.free()
+    triton = start_triton(ports, BUILD_DIR / "test-early-stop", intra_op_threads=1, log_path=LOG_DIR / "early-stop.log")
+    try:
+        deadline = time.monotonic() + 120
+        while not child_pids(triton.pid):
+            assert triton.poll() is None and time.monotonic() < deadline, "Triton started no stub"
+            time.sleep(0.01)
+        stubs = child_pids(triton.pid)
+    finally:
+        stop(triton)
+    assert not [pid for pid in stubs if running(pid)], "a stub outlived its Triton"
+    assert not list(Path("/dev/shm").glob(f"facecrop_triton_{ports.http}_*")), "a region outlived its Triton"
 
 
 def test_triton_stopped_while_requests_flow(tmp_path):
