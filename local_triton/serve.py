@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 import time
 
@@ -20,13 +21,31 @@ PID_FILE = BUILD_DIR / "serve.pid"
 ORIGINALS = PROJECT_ROOT / "originals"
 
 
+PORTS = {"FACECROP_PORT": 8080, "TRITON_HTTP_PORT": 8000, "TRITON_GRPC_PORT": 8001, "TRITON_METRICS_PORT": 8002}
+
+
+def busy_ports(ports: dict[str, int]) -> list[str]:
+    """A line for each of `ports` (variable -> port) that something listens on already."""
+    busy = []
+    for variable, port in ports.items():
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind: TIME_WAIT is no owner
+            try:
+                probe.bind(("127.0.0.1" if variable == "FACECROP_PORT" else "0.0.0.0", port))  # as each listens
+            except OSError:
+                busy.append(f"port {port} is in use: stop what listens there, or set {variable}=<another port>")
+    return busy
+
+
 def main() -> int:
+    chosen = {variable: int(os.environ.get(variable, default)) for variable, default in PORTS.items()}
+    if busy := busy_ports(chosen):  # told at once, before Triton loads its models for a minute
+        print("facecrop: cannot start:", *busy, sep="\n  ", file=sys.stderr)
+        return 1
     ports = TritonPorts(
-        http=int(os.environ.get("TRITON_HTTP_PORT", "8000")),
-        grpc=int(os.environ.get("TRITON_GRPC_PORT", "8001")),
-        metrics=int(os.environ.get("TRITON_METRICS_PORT", "8002")),
+        http=chosen["TRITON_HTTP_PORT"], grpc=chosen["TRITON_GRPC_PORT"], metrics=chosen["TRITON_METRICS_PORT"]
     )
-    gateway_port = int(os.environ.get("FACECROP_PORT", "8080"))
+    gateway_port = chosen["FACECROP_PORT"]
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     BUILD_DIR.mkdir(exist_ok=True)
     PID_FILE.write_text(str(os.getpid()))
@@ -50,6 +69,9 @@ def main() -> int:
             return 1
     except KeyboardInterrupt:
         return 0
+    except (RuntimeError, TimeoutError) as error:  # a server that did not come up: its own log, above, says why
+        print(f"facecrop: {error}", file=sys.stderr)
+        return 1
     finally:
         PID_FILE.unlink(missing_ok=True)
 
