@@ -39,8 +39,12 @@ model: $(MODEL)
 serve: $(MODEL) $(JEMALLOC)
 	$(PY) -m local_triton.serve
 
+# Only the process that wrote build/serve.pid: a serve killed outright leaves the file, and its pid may
+# since be another process's.
 stop:
-	@if [ -f build/serve.pid ]; then kill $$(cat build/serve.pid) && echo "stopping facecrop"; else echo "facecrop is not running"; fi
+	@if [ -f build/serve.pid ] && grep -qa local_triton.serve /proc/$$(cat build/serve.pid)/cmdline 2>/dev/null; \
+	then kill $$(cat build/serve.pid) && echo "stopping facecrop"; \
+	else rm -f build/serve.pid; echo "facecrop is not running"; fi
 
 # Debian's Chromium, for the demo page's end-to-end test (Playwright drives it).
 $(CHROMIUM):

@@ -1,12 +1,15 @@
 """`make serve` (local_triton/serve.py) where a port it needs is taken: told at once, before Triton
-loads its models, one line a port naming the variable that moves it (it was a traceback, a minute on)."""
+loads its models, one line a port naming the variable that moves it (it was a traceback, a minute
+on); `make stop` stopping only the serve that wrote its pid file."""
 
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 from local_triton import PROJECT_ROOT
 from local_triton.processes import free_port
@@ -40,3 +43,29 @@ def test_ports_in_use_are_told_at_once_naming_the_variable_that_moves_each():
         f"  port {gateway_port} is in use: stop what listens there, or set FACECROP_PORT=<another port>",
         f"  port {grpc_port} is in use: stop what listens there, or set TRITON_GRPC_PORT=<another port>",
     ]
+
+
+def make_stop(folder: Path) -> str:
+    """`make stop` run where `folder` is the checkout (its build/serve.pid)."""
+    command = ["make", "-s", "-f", str(PROJECT_ROOT / "Makefile"), "-C", str(folder), "stop"]
+    return subprocess.run(command, capture_output=True, text=True, timeout=30, check=True).stdout.strip()
+
+
+def test_make_stop_stops_only_the_serve_that_wrote_the_pid_file(tmp_path):
+    """A serve killed outright (out of memory) leaves build/serve.pid, and its pid may since be
+    another process's: `make stop` stopped that one. Now it stops a serve and leaves the rest."""
+    (tmp_path / "build").mkdir()
+    pid_file = tmp_path / "build" / "serve.pid"
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    serve = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "local_triton.serve"])
+    try:
+        pid_file.write_text(str(other.pid))
+        assert make_stop(tmp_path) == "facecrop is not running"
+        assert other.poll() is None and not pid_file.exists()
+        pid_file.write_text(str(serve.pid))
+        assert make_stop(tmp_path) == "stopping facecrop"
+        assert serve.wait(timeout=10) == -signal.SIGTERM
+    finally:
+        for process in (other, serve):
+            process.kill()
+            process.wait()
