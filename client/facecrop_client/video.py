@@ -269,30 +269,23 @@ def encoded_size(encoder: str, width: int, height: int) -> tuple[int, int]:
     return max(2, width - width % 2), max(2, height - height % 2)
 
 
-@dataclass(frozen=True)
-class Picture:
-    """How the output's frames are stored: 4:2:0 samples (`format`), in the source's colour (matrix
-    and range: `colorspace`, `color_range`, FFmpeg's numbers); `samples`, what its faces are hidden in."""
-
-    format: str
-    colorspace: int
-    color_range: int
-    samples: str  # bgr24, or bgr48le for deeper samples
-
-    def encodable(self, frame: av.VideoFrame, video: VideoStream) -> av.VideoFrame:
-        """`frame` (the source's, or one whose faces were hidden) in the output's size, samples, matrix
-        and range: one conversion, both ways by the source's matrix (PyAV's default back was BT.601's
-        whatever the source's: a BT.709 video's frames with faces came out a few levels off)."""
-        return frame.reformat(
-            video.width, video.height, self.format, dst_colorspace=self.colorspace, dst_color_range=self.color_range
-        )
+def encodable(frame: av.VideoFrame, video: VideoStream) -> av.VideoFrame:
+    """`frame` (the source's, or one whose faces were hidden) in `video`'s size, samples, matrix and
+    range (the source's, `described_like`): one conversion, both ways by the source's matrix (PyAV's
+    default back was BT.601's whatever the source's: a BT.709 video's frames with faces came out a
+    few levels off)."""
+    context = video.codec_context
+    return frame.reformat(
+        video.width, video.height, video.pix_fmt, dst_colorspace=context.colorspace, dst_color_range=context.color_range
+    )
 
 
-def described_like(video: VideoStream, source: av.VideoCodecContext) -> Picture:
+def described_like(video: VideoStream, source: av.VideoCodecContext) -> str:
     """Give `video` the source's colour description (primaries, transfer, matrix, range) and depth:
     10-bit samples where the source has more than 8 bits and the encoder is one of DEEP_ENCODERS
-    that takes them. A phone's HDR video (HEVC, 10 bits, BT.2020 primaries, HLG) came out in 8 bits,
-    untagged: played as BT.709, washed out."""
+    that takes them; the samples its faces are hidden in (bgr24, or bgr48le for deeper ones). A
+    phone's HDR video (HEVC, 10 bits, BT.2020 primaries, HLG) came out in 8 bits, untagged: played as
+    BT.709, washed out."""
     context = video.codec_context
     for attribute in ("color_primaries", "color_trc", "colorspace", "color_range"):
         setattr(context, attribute, getattr(source, attribute))
@@ -300,7 +293,7 @@ def described_like(video: VideoStream, source: av.VideoCodecContext) -> Picture:
     takes = {f.name for f in context.codec.video_formats or ()}
     deep = bits > 8 and context.name in DEEP_ENCODERS and DEEP_FORMAT in takes
     video.pix_fmt = DEEP_FORMAT if deep else "yuv420p"
-    return Picture(video.pix_fmt, source.colorspace, source.color_range, "bgr48le" if deep else "bgr24")
+    return "bgr48le" if deep else "bgr24"
 
 
 def open_encoder(video: VideoStream, crf: int, target: Path) -> None:
@@ -488,7 +481,7 @@ def _hide_faces(
         video.width, video.height = encoded_size(video.codec_context.name, *size)
         if sar := source.codec_context.sample_aspect_ratio:  # an anamorphic video (HDV's 1440x1080) came out squeezed
             video.codec_context.sample_aspect_ratio = video.sample_aspect_ratio = sar
-        picture = described_like(video, source.codec_context)
+        samples = described_like(video, source.codec_context)
         assert source.time_base is not None  # every stream FFmpeg demuxes has one
         video.time_base = video.codec_context.time_base = source.time_base  # every timestamp kept (variable rates too)
         open_encoder(video, job.crf, job.target)
@@ -503,10 +496,10 @@ def _hide_faces(
                 boxes = boxes[plausible(boxes[:, 4], boxes[:, :4])]
                 out = frame
                 if len(boxes):
-                    pixels = hide_faces(frame.to_ndarray(format=picture.samples), boxes[:, :4], job.hiding)
-                    out = av.VideoFrame.from_ndarray(pixels, format=picture.samples)
+                    pixels = hide_faces(frame.to_ndarray(format=samples), boxes[:, :4], job.hiding)
+                    out = av.VideoFrame.from_ndarray(pixels, format=samples)
                     summary.hidden += hidden_share(boxes[:, :4], job.hiding, (frame.width, frame.height))
-                out = picture.encodable(out, video)
+                out = encodable(out, video)
                 out.pts, out.time_base = frame.pts, frame.time_base
                 out.pict_type = av.video.frame.PictureType.NONE
                 output.mux(video.encode(out))
