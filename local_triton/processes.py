@@ -29,6 +29,7 @@ import yaml
 
 from local_triton import BUILD_DIR, PROJECT_ROOT
 from local_triton.allocators import allocator_env
+from local_triton.compose import process_status
 from local_triton.render import render_repository
 
 PRODUCTION_REPOSITORY = PROJECT_ROOT / "model_repository"
@@ -255,10 +256,8 @@ def stop(process: subprocess.Popen, timeout_s: float = 15) -> None:
 
 def running(pid: int) -> bool:
     """Whether process `pid` exists and has not exited (a zombie has)."""
-    try:
-        return "zombie" not in Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
+    status = process_status(pid)
+    return status is not None and status[1] != "Z"
 
 
 def _arguments(pid: int) -> list[str]:

@@ -9,17 +9,12 @@ import time
 
 import pytest
 
-from local_triton.compose import process_status, sh, stuck, succeeds
+from local_triton.compose import sh, stuck, succeeds
+from local_triton.processes import running
 
 # A command that exits at once but leaves a child holding its output pipe, as `docker info`'s
 # plugin did: the child writes its pid first.
 LEAVES_A_CHILD = 'sleep 300 & echo $! > "$0"; wait'
-
-
-def gone(pid: int) -> bool:
-    """Whether `pid` has ended (a zombie counts: nobody here reaps the group's orphans)."""
-    status = process_status(pid)
-    return status is None or status[1] == "Z"
 
 
 def test_a_timeout_kills_the_whole_group_and_says_so(tmp_path):
@@ -31,7 +26,7 @@ def test_a_timeout_kills_the_whole_group_and_says_so(tmp_path):
     assert time.monotonic() - started < 60
     child = int(pid_file.read_text())
     deadline = time.monotonic() + 30  # SIGKILL is sent; its delivery is the kernel's, not a race
-    while not gone(child):
+    while running(child):  # a zombie has ended: nobody here reaps the group's orphans
         assert time.monotonic() < deadline, f"child {child} still runs"
         time.sleep(0.05)
 

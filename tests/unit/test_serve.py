@@ -1,6 +1,6 @@
 """`make serve` (local_triton/serve.py) where a port it needs is taken: told at once, before Triton
 loads its models, one line a port naming the variable that moves it (it was a traceback, a minute
-on); `make stop` stopping only the serve that wrote its pid file."""
+on); `make stop` stopping only the serve that wrote its pid file; what `stop` takes for running."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from local_triton import PROJECT_ROOT
-from local_triton.processes import free_port
+from local_triton.compose import process_status
+from local_triton.processes import free_port, running
 
 
 def test_ports_in_use_are_told_at_once_naming_the_variable_that_moves_each():
@@ -69,3 +71,21 @@ def test_make_stop_stops_only_the_serve_that_wrote_the_pid_file(tmp_path):
         for process in (other, serve):
             process.kill()
             process.wait()
+
+
+def test_a_process_runs_until_it_has_exited_a_zombie_included():
+    """`running` (what stop() waits on for the stubs Triton left): a live process runs; one that has
+    exited does not, unreaped (a zombie: in a container nobody may reap Triton's orphans) or gone."""
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    exited = subprocess.Popen(["true"])
+    try:
+        deadline = time.monotonic() + 30
+        while process_status(exited.pid)[1] != "Z":  # the event: it has exited, and nobody reaped it yet
+            assert time.monotonic() < deadline, "`true` did not exit"
+            time.sleep(0.01)
+        assert running(alive.pid) and not running(exited.pid)
+    finally:
+        alive.kill()
+        for process in (alive, exited):
+            process.wait()
+    assert not running(exited.pid)  # reaped: gone
