@@ -127,11 +127,13 @@ CROP = (
         "format",
         "choice",
         None,
-        "Output format (default: the input's if jpeg, png, webp or avif, else jpeg); png, webp and avif keep "
-        "transparency, jpeg has it on white.",
-        choices=("jpeg", "png", "webp", "avif", "json"),
+        "Output format (default: the input's if jpeg, png, webp or avif, else jpeg; an animated GIF or WebP its "
+        "own); png, webp and avif keep transparency, jpeg and gif have it on white. An animation goes out "
+        "animated as gif or webp, as its first frame in the others.",
+        choices=("jpeg", "png", "webp", "avif", "gif", "json"),
     ),
     Parameter("quality", "integer", 85, "JPEG, WebP and AVIF quality.", 1, 100),
+    Parameter("anim", "boolean", True, "`false`: an animated GIF or WebP's first frame, as a still."),
 )
 _DETECT = {p.name: p for p in DETECT}
 _CROP = {p.name: p for p in CROP}
@@ -182,6 +184,7 @@ ANONYMIZE = (
     ),
     _CROP["format"],
     _CROP["quality"],
+    _CROP["anim"],
 )
 # preset=fast: what it changes of the defaults (`facecrop video --fast`'s setting, docs/defaults.md, "Anonymize").
 FAST_ANONYMIZE = {"min_confidence": 12.0, "detail": "standard", "margin": 1.3}

@@ -9,7 +9,7 @@ crop and the filters after it, and how the answer goes out.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 from facecrop_hiding import Hiding
 from gateway.encode import AVIF_MAX_SIDE
@@ -57,7 +57,13 @@ class ImageRequest:
     output: Output = field(default_factory=Output)
 
 
-OUTPUT_PARAMETERS = tuple(p for p in CROP if p.name in {f.name for f in fields(Output)})  # format, quality
+OUTPUT_PARAMETERS = tuple(p for p in CROP if p.name in {"format", "quality", "anim"})
+
+
+def upload_output(values: Mapping[str, str]) -> Output:
+    """How an upload's picture goes out: its format and quality, an animation as one unless anim=false."""
+    parsed = parse(values, OUTPUT_PARAMETERS)
+    return Output(format=parsed["format"], quality=parsed["quality"], animated=parsed["anim"])
 
 
 def detect_request(values: Mapping[str, str]) -> ImageRequest:
@@ -69,17 +75,16 @@ def crop_request(values: Mapping[str, str]) -> ImageRequest:
     """/v1/crop: the faces found as /v1/detect finds them, framed by the crop's geometry (its
     parameters checked in the order of its table, then /v1/detect's)."""
     window = parse_crop_options(values)
-    output = Output(**parse(values, OUTPUT_PARAMETERS))
+    output = upload_output(values)
     return ImageRequest(detect=parse_detect_options(values), window=window, output=output)
 
 
 def anonymize_request(values: Mapping[str, str]) -> ImageRequest:
     """/v1/anonymize: every face hidden (listed all with format=json); preset=fast's values where the
     parameter is not given."""
-    parsed = parse(values, ANONYMIZE)
+    parsed = parse(values, tuple(p for p in ANONYMIZE if p not in OUTPUT_PARAMETERS))
     if parsed.pop("preset") == "fast":
         parsed |= {name: value for name, value in FAST_ANONYMIZE.items() if name not in values}
     found = {name: parsed.pop(name) for name in ("min_confidence", "min_face_size", "detail")}
-    output = Output(format=parsed.pop("format"), quality=parsed.pop("quality"))
     detect = DetectOptions(landmarks=False, **found)  # every face hidden is listed: max_faces does not apply
-    return ImageRequest(detect=detect, window=None, hiding=Hiding(**parsed), output=output)
+    return ImageRequest(detect=detect, window=None, hiding=Hiding(**parsed), output=upload_output(values))

@@ -123,7 +123,9 @@ def add_listing_options(parser: argparse.ArgumentParser) -> None:
 def add_picture_options(parser: argparse.ArgumentParser) -> None:
     """How a returned picture is encoded (crop, anonymize)."""
     parser.add_argument(
-        "--format", choices=("jpeg", "png", "webp", "avif"), help="default: the input's (jpeg for others)"
+        "--format",
+        choices=("jpeg", "png", "webp", "avif", "gif"),
+        help="default: the input's (jpeg for others); an animated GIF or WebP stays animated as gif or webp",
     )
     parser.add_argument("--quality", type=int)
 

@@ -12,10 +12,12 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import pytest
-from PIL import Image
+from PIL import Image, ImageSequence
 
-from evaluation.images import ASTRONAUT, CROWD, photo
+from evaluation.hidden import DETAIL_KEPT, detail_kept
+from evaluation.images import ASTRONAUT, CROWD, encoded, moving_face_frames, photo
 from evaluation.origins import OriginState, photo_origin
 from facecrop_client import Client, Face, FacecropError
 from local_triton.processes import SHARED_FACES
@@ -352,3 +354,28 @@ def test_anonymize_from_the_client_the_command_line_and_batch(stack, tmp_path):
         assert Image.open(tmp_path / "hidden" / name).size == Image.open(tmp_path / "in" / name).size
     again = run_cli(stack, "batch", str(tmp_path / "in"), str(tmp_path / "hidden"), "--mode", "anonymize", "-q")
     assert f"{len(names)} already done" in again.stderr
+
+
+def test_a_batch_keeps_an_animated_gif_animated_with_each_frames_face_hidden(stack, tmp_path):
+    """A GIF in a photo tree comes out a GIF of as many frames (it came out a JPEG of its first
+    frame), each frame's moving face hidden against the source frame Pillow decodes; `crop` of
+    the same file writes an animated GIF too."""
+    frames, faces = moving_face_frames()
+    (tmp_path / "in").mkdir()
+    source = tmp_path / "in" / "moving.gif"
+    source.write_bytes(encoded(frames[0], "GIF", save_all=True, append_images=frames[1:], duration=100, loop=0))
+    run = run_cli(stack, "batch", str(tmp_path / "in"), str(tmp_path / "hidden"), "--mode", "anonymize", "-q")
+    assert run.returncode == 0, run.stderr
+
+    def frames_of(path: Path) -> list[np.ndarray]:
+        with Image.open(path) as image:
+            assert image.format == "GIF"
+            return [np.asarray(frame.convert("RGB")) for frame in ImageSequence.Iterator(image)]
+
+    before, after = frames_of(source), frames_of(tmp_path / "hidden" / "moving.gif")
+    assert len(after) == len(before) == len(frames)
+    for index, (was, now, face) in enumerate(zip(before, after, faces, strict=True)):
+        assert detail_kept(was, now, face) < DETAIL_KEPT, index
+    cropped = run_cli(stack, "crop", str(source), "--width", "128", "--height", "128", "--out", str(tmp_path / "crops"))
+    assert cropped.returncode == 0, cropped.stderr
+    assert len(frames_of(tmp_path / "crops" / "moving.gif")) == len(frames)

@@ -10,9 +10,9 @@ import cv2
 import numpy as np
 import pytest
 import requests
-from PIL import Image
+from PIL import Image, ImageSequence
 
-from evaluation.hidden import deface_regions, hidden_faces, region_mask
+from evaluation.hidden import DETAIL_KEPT, deface_regions, detail_kept, hidden_faces, region_mask
 from evaluation.images import (
     ASTRONAUT,
     CROWD,
@@ -21,6 +21,7 @@ from evaluation.images import (
     astronaut,
     encoded,
     labeled_set,
+    moving_face_frames,
     photo,
     png_declaring,
 )
@@ -151,7 +152,8 @@ def test_tiny_and_huge_pictures(stack):
         ({"margin": "5"}, "margin"),
         ({"shape": "circle"}, "shape"),
         ({"max_faces": "3"}, "max_faces"),
-        ({"format": "gif"}, "format"),
+        ({"format": "bmp"}, "format"),
+        ({"anim": "0"}, "anim"),
     ],
 )
 def test_bad_parameters(stack, params, name):
@@ -193,3 +195,41 @@ def test_the_json_lists_every_face_a_crowd_has_hidden_not_max_faces_of_them(stac
     for face, (x1, y1, x2, y2) in zip(body["faces"], regions_of(body), strict=True):  # in one order
         x, y, w, h = rectangle(face)
         assert x1 <= x + w / 2 <= x2 and y1 <= y + h / 2 <= y2
+
+
+def frames_of(data: bytes) -> list[np.ndarray]:
+    """Every frame of an animation as Pillow composites it (RGB)."""
+    with Image.open(io.BytesIO(data)) as image:
+        return [np.asarray(frame.convert("RGB"), dtype=np.uint8) for frame in ImageSequence.Iterator(image)]
+
+
+@pytest.mark.parametrize("fmt", ["GIF", "WEBP"])
+def test_an_uploaded_animation_stays_one_with_each_frames_own_face_hidden(stack, fmt):
+    """An animated GIF or WebP whose face moves: the answer is an animation of as many frames, in
+    its own format, each frame's face hidden where it is in that frame (its detail gone, against
+    the source's frame as Pillow decodes it) and the ground away from it the source's; asked as
+    a JPEG or with anim=false, the first frame alone (the upload API answered that for every
+    animation: a user's GIF came back a still)."""
+    frames, faces = moving_face_frames()
+    lossless = {"lossless": True} if fmt == "WEBP" else {}
+    data = encoded(frames[0], fmt, save_all=True, append_images=frames[1:], duration=100, loop=0, **lossless)
+    source = frames_of(data)
+    answer = anonymize(stack, data, {"method": "blur"})
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["Content-Type"] == f"image/{fmt.lower()}" and answer.headers["X-Frames"] == str(len(frames))
+    got = frames_of(answer.content)
+    assert len(got) == len(frames)
+    for index, (before, after, (x, y, w, h)) in enumerate(zip(source, got, faces, strict=True)):
+        assert detail_kept(before, after, (x, y, w, h)) < DETAIL_KEPT, index
+        away = np.ones(after.shape[:2], bool)
+        away[max(0, y - h) : y + 2 * h, max(0, x - w) : x + 2 * w] = False
+        assert np.abs(after.astype(int) - before)[away].mean() < 6, index
+    for params in ({"format": "png"}, {"anim": "false", "format": "png"}):
+        still = anonymize(stack, data, {"method": "blur", **params})
+        assert still.status_code == 200 and "X-Frames" not in still.headers, still.text
+        with Image.open(io.BytesIO(still.content)) as image:
+            assert getattr(image, "n_frames", 1) == 1
+            first = np.asarray(image.convert("RGB"))
+        assert detail_kept(source[0], first, faces[0]) < DETAIL_KEPT
+    as_gif = anonymize(stack, data, {"format": "gif"})
+    assert as_gif.headers["Content-Type"] == "image/gif" and len(frames_of(as_gif.content)) == len(frames)

@@ -5,9 +5,9 @@ import io
 import numpy as np
 import pytest
 import requests
-from PIL import Image
+from PIL import Image, ImageSequence
 
-from evaluation.images import ASTRONAUT, CROWD, astronauts_moved, encoded, labeled_set, photo
+from evaluation.images import ASTRONAUT, CROWD, astronauts_moved, encoded, labeled_set, moving_face_frames, photo
 from tests.support import holds_every_face, rectangle
 
 
@@ -37,6 +37,32 @@ def test_default_format_follows_the_input(stack):
     assert crop(stack, encoded(image, "PNG"), {"width": 64}).headers["Content-Type"] == "image/png"
     assert crop(stack, encoded(image, "BMP"), {"width": 64}).headers["Content-Type"] == "image/jpeg"
     assert crop(stack, photo(ASTRONAUT).read_bytes(), {"width": 64}).headers["Content-Type"] == "image/jpeg"
+    assert crop(stack, encoded(image, "GIF"), {"width": 64}).headers["Content-Type"] == "image/jpeg"  # a still GIF
+    assert crop(stack, encoded(image, "GIF"), {"width": 64, "format": "gif"}).headers["Content-Type"] == "image/gif"
+
+
+def test_an_uploaded_animation_is_cropped_frame_by_frame_around_its_moving_face(stack):
+    """A GIF whose face moves: an animated GIF of as many frames, one window holding the face of
+    each of the four frames spread over it, each frame Pillow's crop of the source's frame at that
+    window (resized); format=png answers the first frame alone."""
+    frames, faces = moving_face_frames()
+    data = encoded(frames[0], "GIF", save_all=True, append_images=frames[1:], duration=100, loop=0)
+    with Image.open(io.BytesIO(data)) as image:
+        source = [frame.convert("RGB") for frame in ImageSequence.Iterator(image)]
+    response = crop(stack, data, {"width": 160, "height": 160})
+    assert response.status_code == 200, response.text
+    assert response.headers["Content-Type"] == "image/gif" and response.headers["X-Frames"] == str(len(frames))
+    x, y, w, h = crop_rect(response)
+    for fx, fy, fw, fh in (faces[0], faces[2], faces[3], faces[5]):  # the frames sampled (steps.SAMPLED_FRAMES)
+        assert x <= fx and y <= fy and fx + fw <= x + w and fy + fh <= y + h, ((x, y, w, h), (fx, fy, fw, fh))
+    with Image.open(io.BytesIO(response.content)) as image:
+        got = [np.asarray(frame.convert("RGB"), dtype=int) for frame in ImageSequence.Iterator(image)]
+    assert len(got) == len(frames)
+    for index, (before, after) in enumerate(zip(source, got, strict=True)):
+        expected = np.asarray(before.crop((x, y, x + w, y + h)).resize((160, 160), Image.Resampling.BOX), dtype=int)
+        assert after.shape == expected.shape and np.abs(after - expected).mean() < 8, index
+    still = crop(stack, data, {"width": 160, "height": 160, "format": "png"})
+    assert still.headers["Content-Type"] == "image/png" and "X-Frames" not in still.headers
 
 
 def test_json_describes_the_crop_and_the_faces(stack):

@@ -59,7 +59,8 @@ def test_document_lists_every_parameter_with_range_and_default(stack):
     crop = {p["name"]: p["schema"] for p in document["paths"]["/v1/crop"]["post"]["parameters"]}
     assert crop["zoom"] == {"type": "number", "minimum": 0, "maximum": 1, "default": 0.5}
     assert crop["max_faces"] == {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}
-    assert crop["format"]["enum"] == ["jpeg", "png", "webp", "avif", "json"]
+    assert crop["format"]["enum"] == ["jpeg", "png", "webp", "avif", "gif", "json"]
+    assert crop["anim"] == {"type": "boolean", "default": True}
     assert set(document["paths"]["/v1/detect"]["post"]["responses"]) >= {"200", "400", "413", "415", "503"}
     by_url = document["paths"]["/cdn-cgi/image/{options}/{source}"]["get"]
     options = by_url["parameters"][0]

@@ -134,7 +134,8 @@ def test_crop_parameters():
     }
     request = crop_request(values)
     assert request.window == CropOptions(256, None, Gravity("point", (0.5, 0.33)), 1.0, "largest", "aspect-crop")
-    assert (request.output.format, request.output.quality) == ("webp", 70)
+    assert (request.output.format, request.output.quality, request.output.animated) == ("webp", 70, True)
+    assert not crop_request({"anim": "false"}).output.animated
     assert parse_crop_options({"gravity": "center"}).gravity == Gravity("point", (0.5, 0.5))
 
 
@@ -152,8 +153,9 @@ def test_crop_parameters():
         ("gravity", "nanxnan"),
         ("faces", "some"),
         ("fit", "contain"),
-        ("format", "gif"),
+        ("format", "png8"),
         ("format", "JPEG"),
+        ("anim", "yes"),
         ("quality", "0"),
         ("quality", "101"),
     ],
