@@ -238,11 +238,16 @@ def with_resolution(
     background: BGR | None,
     timer: StageTimer | None = None,
 ) -> DecodedImage:
-    """`image` if it has at least `min_scale` of each original side and its transparency is as
-    `background` asks (flattened onto it; None: kept), else `data` (its `header` read already) decoded
-    again, a JPEG reduced no further than that: a crop pays for a full decode only when its output
-    needs more pixels, or transparency the detection's decode flattened."""
-    as_asked = not image.transparent or image.background == background
-    if as_asked and (image.is_full_size or image.scale.min() >= min_scale):
+    """`image` where it `serves`, else `data` (its `header` read already) decoded again, a JPEG
+    reduced no further than `min_scale`: a crop pays for a full decode only when its output needs
+    more pixels, or transparency the detection's decode flattened."""
+    if serves(image, min_scale, background):
         return image
     return decode_image(data, header, min_scale, timer, background)
+
+
+def serves(image: DecodedImage, min_scale: float, background: BGR | None) -> bool:
+    """Whether `image` has at least `min_scale` of each original side and its transparency as
+    `background` asks (flattened onto it; None: kept)."""
+    as_asked = not image.transparent or image.background == background
+    return as_asked and (image.is_full_size or image.scale.min() >= min_scale)

@@ -15,7 +15,7 @@ import numpy as np
 
 from facecrop_hiding import hide_faces
 from gateway.crop import pad_to, render_crop
-from gateway.decode import DecodedImage, decode_image, with_resolution
+from gateway.decode import DecodedImage, decode_image, serves, with_resolution
 from gateway.imaging.colour import to_srgb
 from gateway.imaging.filters import apply_filters
 from gateway.imaging.geometry import turn_pixels, turned_size
@@ -27,10 +27,13 @@ from gateway.processing.work import NO_BOXES, Work
 class Frame:
     """One frame on its way: what it is cut from, the faces hidden in it, and its pixels so far."""
 
-    image: DecodedImage | None  # its source pixels and what they stand for (scale, colour profile); None: not decoded
+    # its source pixels and what they stand for (scale, colour profile); None: not decoded yet, or
+    # let go once cut (the source's profile and colour kept below)
+    image: DecodedImage | None
     hidden: np.ndarray  # corner boxes of the faces hidden in it, in the turned picture's pixels
     pixels: np.ndarray | None = None  # straight BGR once cut
     alpha: np.ndarray | None = None  # the transparency kept, put back by `pad`
+    icc: bytes | None = None  # once cut: the ICC profile its pixels are in (None: sRGB)
     colour: str | None = None  # X-Color-Profile: what was done to its colour
 
     @property
@@ -43,8 +46,11 @@ class Frame:
 def frames_of(work: Work) -> list[Frame]:
     """The frames the answer is made of: an animation's every frame, or the still (decoded so far)."""
     if work.animation is None:
-        hidden = work.hidden
-        return [Frame(work.image, NO_BOXES if hidden is None else hidden.boxes)]
+        hidden, image = work.hidden, work.image
+        assert work.plan is not None
+        if image is not None and not serves(image, work.plan.source_scale, work.underlay):
+            image = None  # decoded again by `decode`, once `rendered` has let the detection's decode go
+        return [Frame(image, NO_BOXES if hidden is None else hidden.boxes)]
     header, width_height = work.header, work.upright_size
     per_frame = work.hidden_per_frame
     return [
@@ -80,11 +86,13 @@ def turn(frame: Frame, work: Work) -> Frame:
 
 
 def cut(frame: Frame, work: Work) -> Frame:
-    """The window cut out and resized to the output; straight colour, the transparency aside."""
-    assert frame.image is not None and work.plan is not None
+    """The window cut out and resized to the output; straight colour, the transparency aside. The
+    source's pixels are let go (a 98 MP transparent PNG's: 374 MiB held until the answer was encoded)."""
+    image = frame.image
+    assert image is not None and work.plan is not None
     with work.timer.stage("crop"):
-        pixels, alpha = unpremultiplied(render_crop(frame.image, work.plan))
-    return replace(frame, pixels=pixels, alpha=alpha)
+        pixels, alpha = unpremultiplied(render_crop(image, work.plan))
+    return replace(frame, image=None, pixels=pixels, alpha=alpha, icc=image.icc, colour=image.colour)
 
 
 def hide(frame: Frame, work: Work) -> Frame:
@@ -102,10 +110,10 @@ def hide(frame: Frame, work: Work) -> Frame:
 
 def colour(frame: Frame, work: Work) -> Frame:
     """sRGB, from the profile the source's pixels are in; what was done for X-Color-Profile."""
-    assert frame.image is not None and frame.pixels is not None
+    assert frame.pixels is not None
     with work.timer.stage("colour"):
-        pixels, done = to_srgb(frame.pixels, frame.image.icc)
-    return replace(frame, pixels=pixels, colour=done or frame.image.colour)
+        pixels, done = to_srgb(frame.pixels, frame.icc)
+    return replace(frame, pixels=pixels, colour=done or frame.colour)
 
 
 def filters(frame: Frame, work: Work) -> Frame:
@@ -132,11 +140,14 @@ FRAME_STEPS = (decode, turn, cut, hide, colour, filters, pad)
 
 def rendered(work: Work) -> list[Frame]:
     """Every frame of the answer through FRAME_STEPS, the deadline checked before each step."""
-    done = []
-    frames = frames_of(work)
-    for number, frame in enumerate(frames, 1):
+    done: list[Frame] = []
+    pending = frames_of(work)[::-1]
+    work.image = None  # the still's decode is its frame's alone (or nobody's): let go with the frame
+    total = len(pending)
+    while pending:
+        frame = pending.pop()
         for step in FRAME_STEPS:
-            work.deadline.check(f"{step.__name__} of frame {number} of {len(frames)}")
+            work.deadline.check(f"{step.__name__} of frame {len(done) + 1} of {total}")
             frame = step(frame, work)
         done.append(frame)
     return done
