@@ -18,16 +18,13 @@ import cv2
 import numpy as np
 from PIL import Image, ImageCms
 
-from gateway.imaging.colour import CONVERTED, INTENT, SRGB, cmyk_to_srgb
+from gateway.imaging.colour import BAND_ROWS, CONVERTED, INTENT, SRGB, banded_bgr, cmyk_to_srgb
 
 WHITE = (255, 255, 255)
 BGR = tuple[int, int, int]
 ALPHA_MODES = frozenset({"RGBA", "RGBa", "LA", "La", "PA"})
 DEEP_MODES = frozenset({"I;16", "I;16L", "I;16B", "I;16N", "I", "F"})
 LAB_TO_SRGB = ImageCms.buildTransform(ImageCms.createProfile("LAB"), SRGB, "LAB", "RGB", INTENT)
-# Rows converted at a time: whole-picture temporaries (Pillow's convert, alpha_composite and array
-# copies, float colour) cost 6 to 12 times the picture (a 98 MP RGBA PNG: +2 GiB to detect, +4.3 to hide).
-BAND_ROWS = 256
 
 
 def has_alpha(image: Image.Image) -> bool:
@@ -47,19 +44,28 @@ def pillow_to_bgr(image: Image.Image, background: BGR | None = WHITE) -> tuple[n
         return cv2.cvtColor(np.asarray(converted), cv2.COLOR_RGB2BGR), CONVERTED
     if image.mode in DEEP_MODES:
         image = deep_to_8bit(image)
-    keep_alpha = background is None and has_alpha(image)
-    pixels = np.empty((image.height, image.width, 4 if keep_alpha else 3), np.uint8)
-    for top in range(0, image.height, BAND_ROWS):
-        band = image.crop((0, top, image.width, min(top + BAND_ROWS, image.height)))
-        rows = pixels[top : top + band.height]
-        if keep_alpha:
-            cv2.cvtColor(np.asarray(band.convert("RGBA").convert("RGBa")), cv2.COLOR_RGBA2BGRA, dst=rows)
-            continue
+    if background is None and has_alpha(image):
+        return premultiplied_bgra(image), None
+
+    def rgb_rows(top: int, bottom: int) -> Image.Image:
+        rows = image.crop((0, top, image.width, bottom))
         if background is not None and has_alpha(image):
-            fill = Image.new("RGBA", band.size, (*background[::-1], 255))
-            band = Image.alpha_composite(fill, band.convert("RGBA"))
-        cv2.cvtColor(np.asarray(band if band.mode == "RGB" else band.convert("RGB")), cv2.COLOR_RGB2BGR, dst=rows)
-    return pixels, None
+            fill = Image.new("RGBA", rows.size, (*background[::-1], 255))
+            rows = Image.alpha_composite(fill, rows.convert("RGBA"))
+        return rows if rows.mode == "RGB" else rows.convert("RGB")
+
+    return banded_bgr(image.height, image.width, rgb_rows), None
+
+
+def premultiplied_bgra(image: Image.Image) -> np.ndarray:
+    """A transparent picture as premultiplied BGRA, BAND_ROWS rows at a time."""
+    pixels = np.empty((image.height, image.width, 4), np.uint8)
+    for top in range(0, image.height, BAND_ROWS):
+        rows = image.crop((0, top, image.width, min(top + BAND_ROWS, image.height)))
+        cv2.cvtColor(
+            np.asarray(rows.convert("RGBA").convert("RGBa")), cv2.COLOR_RGBA2BGRA, dst=pixels[top : top + rows.height]
+        )
+    return pixels
 
 
 def unpremultiplied(pixels: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
@@ -87,16 +93,21 @@ def deep_to_8bit(image: Image.Image) -> Image.Image:
     grey = Image.fromarray(to_8bit(samples))
     if "transparency" not in image.info:
         return grey
-    alpha = np.where(samples == image.info["transparency"], 0, 255).astype(np.uint8)
+    alpha = np.where(samples == image.info["transparency"], np.uint8(0), np.uint8(255))
     return Image.merge("LA", (grey, Image.fromarray(alpha)))
 
 
 def to_8bit(samples: np.ndarray) -> np.ndarray:
-    """Grey samples of any depth as 8 bits: 16-bit ones scaled (x / 257, rounded), 8-bit ones kept."""
-    values = samples.astype(np.float64)
-    if samples.dtype.itemsize > 1 and values.max(initial=0) > 255:
-        values = values / 257
-    return np.clip(np.rint(values), 0, 255).astype(np.uint8)
+    """Grey samples of any depth as 8 bits: 16-bit ones scaled (x / 257, rounded), 8-bit ones kept;
+    BAND_ROWS rows at a time (whole-picture float copies: +2.6 GiB for a 98 MP 16-bit grey PNG)."""
+    scaled = samples.dtype.itemsize > 1 and samples.max(initial=0) > 255
+    grey = np.empty(samples.shape, np.uint8)
+    for top in range(0, len(samples), BAND_ROWS):
+        values = samples[top : top + BAND_ROWS].astype(np.float64)
+        if scaled:
+            values /= 257
+        grey[top : top + BAND_ROWS] = np.clip(np.rint(values, out=values), 0, 255, out=values)
+    return grey
 
 
 def as_bgr(pixels: np.ndarray) -> np.ndarray:
