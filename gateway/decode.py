@@ -30,7 +30,7 @@ from PIL import Image
 
 from gateway.errors import ImageTooLarge, MissingImage, UnsupportedImage
 from gateway.imaging.colour import IGNORED, fits
-from gateway.imaging.formats import ANIMATED_FORMATS, SUPPORTED_FORMATS, colour_profile
+from gateway.imaging.formats import ANIMATED_FORMATS, SUPPORTED_FORMATS, colour_profile, png_exif_chunk
 from gateway.imaging.normalise import BGR, WHITE, as_bgr, has_alpha, pillow_to_bgr
 from gateway.imaging.orientation import apply_orientation
 from gateway.timing import StageTimer
@@ -129,7 +129,7 @@ def read_header(data: bytes, max_pixels: int, max_side: int = MAX_SIDE) -> Image
                     FORMAT_ALIASES.get(image.format or "", image.format or ""),
                     image.width,
                     image.height,
-                    _orientation(image),
+                    _orientation(image, data),
                     icc=None if unfit else icc,
                     colour=IGNORED if unfit else None,
                     exif=bytes(image.info.get("exif") or b""),
@@ -161,16 +161,28 @@ def _unreadable() -> UnsupportedImage:
     return UnsupportedImage(f"the image is not readable as {', '.join(sorted(SUPPORTED_FORMATS))}")
 
 
-def _orientation(image: Image.Image) -> int:
+def _orientation(image: Image.Image, data: bytes) -> int:
     """The EXIF orientation this module applies: 1 for formats whose decoder turns the pixels
     itself and reports the upright size (Pillow's TIFF; HEIF's irot and imir, applied by libheif)."""
     if image.format in UPRIGHT_AS_DECODED:
         return 1
     try:
-        value = image.getexif().get(EXIF_ORIENTATION_TAG, 1)
+        value = exif_of(image, data).get(EXIF_ORIENTATION_TAG, 1)
     except Exception:  # a corrupt EXIF block does not make the pixels unusable
         return 1
     return value if value in range(1, 9) else 1
+
+
+def exif_of(image: Image.Image, data: bytes) -> Image.Exif:
+    """The picture's EXIF as Pillow reads it, a PNG's without decoding its pixels: Pillow's PNG
+    reader decodes the whole picture to look for an eXIf chunk after them (16 ms of every 1 MP
+    PNG's request, 212 ms at 12 MP, 374 MiB at 98 MP); the chunk is walked to instead."""
+    if image.format != "PNG" or "exif" in image.info:
+        return image.getexif()
+    chunk = png_exif_chunk(data)
+    if chunk is not None:
+        image.info["exif"] = b"Exif\x00\x00" + chunk  # as Pillow keeps it
+    return Image.Image.getexif(image)  # Pillow's own reading (raw profiles, XMP), without the PNG's decode
 
 
 def jpeg_reduction(header: ImageHeader, min_scale: float) -> int:

@@ -53,3 +53,17 @@ def avif_nclx(data: bytes) -> tuple[int, int] | None:
         return None
     primaries, transfer = struct.unpack(">HH", data[at + 8 : at + 12])
     return primaries, transfer
+
+
+def png_exif_chunk(data: bytes) -> bytes | None:
+    """A PNG's eXIf chunk, wherever it lies, found by walking the chunks' headers (Pillow's reader
+    decodes the whole picture to look for one after the pixels)."""
+    at = 8  # after the signature
+    while at + 8 <= len(data):
+        length, kind = struct.unpack(">I4s", data[at : at + 8])
+        if kind == b"eXIf":
+            return data[at + 8 : at + 8 + length]
+        if kind == b"IEND":
+            return None
+        at += 12 + length  # length, type, data, CRC
+    return None

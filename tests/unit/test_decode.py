@@ -7,7 +7,7 @@ from functools import cache
 import cv2
 import numpy as np
 import pytest
-from PIL import Image, ImageOps
+from PIL import Image, ImageOps, PngImagePlugin
 
 from evaluation.corpus import corpus, over, reference
 from evaluation.images import STORED_AS, astronaut, encoded, png_declaring
@@ -266,3 +266,53 @@ def test_a_picture_one_pixel_wide_or_high_is_read(size):
     header = read_header(encoded(Image.new("RGB", size, (200, 100, 50)), "PNG"), 10_000)
     assert (header.width, header.height) == size
     assert decode_image(encoded(Image.new("RGB", size), "PNG"), header).pixels.shape == (size[1], size[0], 3)
+
+
+def png_chunks(data: bytes) -> list[tuple[bytes, bytes]]:
+    """(type, the whole chunk) of each chunk of a PNG."""
+    found, at = [], 8
+    while at < len(data):
+        length, kind = struct.unpack(">I4s", data[at : at + 8])
+        found.append((kind, data[at : at + 12 + length]))
+        at += 12 + length
+    return found
+
+
+def png_with_orientation(where: str) -> bytes:
+    """A PNG saying orientation 6: in an eXIf chunk before its pixels (as Pillow writes it) or after
+    them (the PNG spec's extension allows either), in ImageMagick's raw profile, or in XMP."""
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    picture = astronaut().resize((64, 48))
+    if where == "raw profile":
+        info = PngImagePlugin.PngInfo()
+        raw = exif.tobytes().hex()
+        info.add_text("Raw profile type exif", f"\nexif\n{len(raw) // 2:8d}\n{raw}")
+        return encoded(picture, "PNG", pnginfo=info)
+    if where == "xmp":
+        info = PngImagePlugin.PngInfo()
+        info.add_itxt("XML:com.adobe.xmp", '<x:xmpmeta><rdf:Description tiff:Orientation="6"/></x:xmpmeta>')
+        return encoded(picture, "PNG", pnginfo=info)
+    data = encoded(picture, "PNG", exif=exif)
+    if where == "before the pixels":
+        return data
+    chunks = png_chunks(data)
+    rest = [chunk for kind, chunk in chunks if kind != b"eXIf"]
+    return data[:8] + b"".join(rest[:-1]) + next(chunk for kind, chunk in chunks if kind == b"eXIf") + rest[-1]
+
+
+@pytest.mark.parametrize("where", ["before the pixels", "after the pixels", "raw profile", "xmp"])
+def test_a_pngs_orientation_is_read_wherever_it_is_without_decoding_its_pixels(where, monkeypatch):
+    """Pillow's PNG reader decodes the whole picture to look for an eXIf chunk past the pixels:
+    every PNG's header cost a full decode (16 ms for 1 MP, 212 ms at 12 MP) before the decode the
+    work does. The orientation and EXIF are Pillow's own reading of the file decoded."""
+    data = png_with_orientation(where)
+    with Image.open(io.BytesIO(data)) as image:
+        image.load()
+        expected = (image.getexif()[0x0112], bytes(image.info.get("exif") or b""))
+    loads = []
+    original = PngImagePlugin.PngImageFile.load
+    monkeypatch.setattr(PngImagePlugin.PngImageFile, "load", lambda self: loads.append(1) or original(self))
+    header = read_header(data, 50_000_000)
+    assert (header.orientation, header.exif) == expected == (6, expected[1])
+    assert not loads, "the header decoded the pixels"
