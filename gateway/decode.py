@@ -123,13 +123,14 @@ def read_header(data: bytes, max_pixels: int, max_side: int = MAX_SIDE) -> Image
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # Pillow warns of bombs (refused below) and of malformed MPOs
             with Image.open(io.BytesIO(data)) as image:
+                orientation = _orientation(image, data)  # first: it puts a PNG's late eXIf in `image.info`
                 icc = colour_profile(image, data)
                 unfit = icc is not None and not fits(icc, image.mode)
                 header = ImageHeader(
                     FORMAT_ALIASES.get(image.format or "", image.format or ""),
                     image.width,
                     image.height,
-                    _orientation(image, data),
+                    orientation,
                     icc=None if unfit else icc,
                     colour=IGNORED if unfit else None,
                     exif=bytes(image.info.get("exif") or b""),

@@ -88,6 +88,8 @@ DETECT = (
         choices=("standard", "auto", "high", "fast"),
     ),
 )
+# An animation stays one (the upload API's /v1/crop and /v1/anonymize, and the URL form: Cloudflare's `anim`).
+ANIM = Parameter("anim", "boolean", True, "`false`: an animated GIF or WebP's first frame, as a still.")
 CROP = (
     Parameter(
         "width", "integer", None, "Output width; alone, the height follows the region's aspect ratio.", 1, MAX_CROP_SIDE
@@ -133,7 +135,7 @@ CROP = (
         choices=("jpeg", "png", "webp", "avif", "gif", "json"),
     ),
     Parameter("quality", "integer", 85, "JPEG, WebP and AVIF quality.", 1, 100),
-    Parameter("anim", "boolean", True, "`false`: an animated GIF or WebP's first frame, as a still."),
+    ANIM,
 )
 _DETECT = {p.name: p for p in DETECT}
 _CROP = {p.name: p for p in CROP}
@@ -184,7 +186,7 @@ ANONYMIZE = (
     ),
     _CROP["format"],
     _CROP["quality"],
-    _CROP["anim"],
+    ANIM,
 )
 # preset=fast: what it changes of the defaults (`facecrop video --fast`'s setting, docs/defaults.md, "Anonymize").
 FAST_ANONYMIZE = {"min_confidence": 12.0, "detail": "standard", "margin": 1.3}

@@ -38,13 +38,15 @@ _PROBE = np.random.default_rng(7).integers(0, 256, (1, 512, 3), dtype=np.uint8)
 BAND_ROWS = 256
 
 
-def banded_bgr(height: int, width: int, rgb_rows: Callable[[int, int], Image.Image]) -> np.ndarray:
-    """BGR pixels made BAND_ROWS rows at a time from `rgb_rows(top, bottom)`, an RGB Pillow
-    picture of those rows (each conversion works pixel by pixel: the same pixels as at once)."""
-    bgr = np.empty((height, width, 3), np.uint8)
+def banded_bgr(height: int, width: int, rgb_rows: Callable[[int, int], Image.Image], alpha: bool = False) -> np.ndarray:
+    """BGR pixels (BGRA with `alpha`) made BAND_ROWS rows at a time from `rgb_rows(top, bottom)`, an
+    RGB (RGBA, or premultiplied RGBa) Pillow picture of those rows (each conversion works pixel by
+    pixel: the same pixels as at once)."""
+    bgr = np.empty((height, width, 4 if alpha else 3), np.uint8)
+    code = cv2.COLOR_RGBA2BGRA if alpha else cv2.COLOR_RGB2BGR
     for top in range(0, height, BAND_ROWS):
         bottom = min(top + BAND_ROWS, height)
-        cv2.cvtColor(np.asarray(rgb_rows(top, bottom)), cv2.COLOR_RGB2BGR, dst=bgr[top:bottom])
+        cv2.cvtColor(np.asarray(rgb_rows(top, bottom)), code, dst=bgr[top:bottom])
     return bgr
 
 

@@ -44,28 +44,19 @@ def pillow_to_bgr(image: Image.Image, background: BGR | None = WHITE) -> tuple[n
         return cv2.cvtColor(np.asarray(converted), cv2.COLOR_RGB2BGR), CONVERTED
     if image.mode in DEEP_MODES:
         image = deep_to_8bit(image)
-    if background is None and has_alpha(image):
-        return premultiplied_bgra(image), None
+    transparent = has_alpha(image)
+    keep_alpha = transparent and background is None
 
     def rgb_rows(top: int, bottom: int) -> Image.Image:
         rows = image.crop((0, top, image.width, bottom))
-        if background is not None and has_alpha(image):
+        if keep_alpha:
+            return rows.convert("RGBA").convert("RGBa")
+        if transparent and background is not None:
             fill = Image.new("RGBA", rows.size, (*background[::-1], 255))
             rows = Image.alpha_composite(fill, rows.convert("RGBA"))
         return rows if rows.mode == "RGB" else rows.convert("RGB")
 
-    return banded_bgr(image.height, image.width, rgb_rows), None
-
-
-def premultiplied_bgra(image: Image.Image) -> np.ndarray:
-    """A transparent picture as premultiplied BGRA, BAND_ROWS rows at a time."""
-    pixels = np.empty((image.height, image.width, 4), np.uint8)
-    for top in range(0, image.height, BAND_ROWS):
-        rows = image.crop((0, top, image.width, min(top + BAND_ROWS, image.height)))
-        cv2.cvtColor(
-            np.asarray(rows.convert("RGBA").convert("RGBa")), cv2.COLOR_RGBA2BGRA, dst=pixels[top : top + rows.height]
-        )
-    return pixels
+    return banded_bgr(image.height, image.width, rgb_rows, alpha=keep_alpha), None
 
 
 def unpremultiplied(pixels: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:

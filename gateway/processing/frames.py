@@ -15,7 +15,7 @@ import numpy as np
 
 from facecrop_hiding import hide_faces
 from gateway.crop import pad_to, render_crop
-from gateway.decode import DecodedImage, decode_image, serves, with_resolution
+from gateway.decode import DecodedImage, decode_image, serves
 from gateway.imaging.colour import to_srgb
 from gateway.imaging.filters import apply_filters
 from gateway.imaging.geometry import turn_pixels, turned_size
@@ -63,13 +63,13 @@ def frames_of(work: Work) -> list[Frame]:
 
 
 def decode(frame: Frame, work: Work) -> Frame:
-    """The pixels the output needs: the decode so far where it has enough of them (and its
-    transparency as the output takes it), else the source decoded again at that resolution."""
+    """The pixels the output needs: the frame's own (an animation's, or a still's decode so far that
+    `serves`, as `frames_of` chose), else the source decoded again at that resolution."""
+    if frame.image is not None:
+        return frame
     assert work.plan is not None
-    needed = work.plan.source_scale
-    if frame.image is None:
-        return replace(frame, image=decode_image(work.data, work.header, needed, work.timer, work.underlay))
-    return replace(frame, image=with_resolution(frame.image, needed, work.data, work.header, work.underlay, work.timer))
+    image = decode_image(work.data, work.header, work.plan.source_scale, work.timer, work.underlay)
+    return replace(frame, image=image)
 
 
 def turn(frame: Frame, work: Work) -> Frame:
@@ -141,7 +141,7 @@ FRAME_STEPS = (decode, turn, cut, hide, colour, filters, pad)
 def rendered(work: Work) -> list[Frame]:
     """Every frame of the answer through FRAME_STEPS, the deadline checked before each step."""
     done: list[Frame] = []
-    pending = frames_of(work)[::-1]
+    pending = frames_of(work)[::-1]  # each taken off as it is rendered: its source pixels go with it
     work.image = None  # the still's decode is its frame's alone (or nobody's): let go with the frame
     total = len(pending)
     while pending:

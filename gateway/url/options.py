@@ -22,6 +22,7 @@ from gateway.imaging.filters import Filters
 from gateway.imaging.geometry import Geometry, Trim
 from gateway.imaging.metadata import METADATA_CHOICES
 from gateway.params import (
+    ANIM,
     ANONYMIZE,
     DETECT,
     FAST_ANONYMIZE,
@@ -106,7 +107,7 @@ OPTIONS = (
         "EXIF in JPEG outputs: the copyright tag, all of it (orientation reset), or none.",
         choices=METADATA_CHOICES,
     ),
-    Parameter("anim", "boolean", True, "false: an animation's first frame, as a still."),
+    ANIM,
     Parameter("trim", "trim", None, "top;right;bottom;left in pixels (fractions below 1), or border."),
     *(
         Parameter(key, "number", None, f"Trim: {key[5:]} in pixels (a fraction below 1).", 0, 100_000)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageOps, PngImagePlugin
 
-from evaluation.corpus import corpus, over, reference
+from evaluation.corpus import corpus, over, png_chunk, png_chunks, reference
 from evaluation.images import STORED_AS, astronaut, encoded, png_declaring
 from evaluation.sources import GHOSTSCRIPT, cmyk_jpeg
 from gateway.decode import decode_image, jpeg_reduction, read_header, with_resolution
@@ -268,16 +268,6 @@ def test_a_picture_one_pixel_wide_or_high_is_read(size):
     assert decode_image(encoded(Image.new("RGB", size), "PNG"), header).pixels.shape == (size[1], size[0], 3)
 
 
-def png_chunks(data: bytes) -> list[tuple[bytes, bytes]]:
-    """(type, the whole chunk) of each chunk of a PNG."""
-    found, at = [], 8
-    while at < len(data):
-        length, kind = struct.unpack(">I4s", data[at : at + 8])
-        found.append((kind, data[at : at + 12 + length]))
-        at += 12 + length
-    return found
-
-
 def png_with_orientation(where: str) -> bytes:
     """A PNG saying orientation 6: in an eXIf chunk before its pixels (as Pillow writes it) or after
     them (the PNG spec's extension allows either), in ImageMagick's raw profile, or in XMP."""
@@ -297,8 +287,9 @@ def png_with_orientation(where: str) -> bytes:
     if where == "before the pixels":
         return data
     chunks = png_chunks(data)
-    rest = [chunk for kind, chunk in chunks if kind != b"eXIf"]
-    return data[:8] + b"".join(rest[:-1]) + next(chunk for kind, chunk in chunks if kind == b"eXIf") + rest[-1]
+    rest = [png_chunk(kind, body) for kind, body in chunks if kind != b"eXIf"]
+    exif_chunk = next(png_chunk(kind, body) for kind, body in chunks if kind == b"eXIf")
+    return data[:8] + b"".join(rest[:-1]) + exif_chunk + rest[-1]
 
 
 @pytest.mark.parametrize("where", ["before the pixels", "after the pixels", "raw profile", "xmp"])

@@ -178,4 +178,5 @@ def test_a_still_decoded_again_for_its_output_holds_neither_decode_past_its_use(
         finally:
             tracemalloc.stop()
         assert answer.media_type == "image/png"
+        assert Image.open(io.BytesIO(answer.body)).mode == "RGBA"  # decoded again: its transparency kept
         assert peak < bound * pixels.nbytes, f"peak {peak / pixels.nbytes:.2f} times the RGBA pixels"
