@@ -419,3 +419,14 @@ def serving(server: Server) -> Iterator[Server]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+class TickingClock:
+    """A clock that moves one second each time it is read: the deadline's checks, counted."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def __call__(self) -> float:
+        self.reads += 1
+        return float(self.reads)

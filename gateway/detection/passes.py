@@ -38,7 +38,7 @@ from gateway.detection.preprocess import (
 from gateway.imaging.normalise import BGR, WHITE
 from gateway.imaging.orientation import apply_orientation
 from gateway.params import DetectOptions
-from gateway.timing import StageTimer
+from gateway.timing import NEVER, Deadline, StageTimer
 from gateway.triton.wire import Batch, ModelOutputs, WireFormat
 
 # detail=auto runs the tiled pass only where the standard pass saw a face (scoring at least
@@ -65,7 +65,25 @@ class DetectionResult:
     @property
     def passes(self) -> str:
         """The passes that ran, as the X-Passes header says them."""
-        return f"{self.first_pass}, tiled" if self.tiles else self.first_pass
+        return passes_named(self.first_pass, self.tiles)
+
+
+@dataclass(frozen=True)
+class FramesResult:
+    detections: list[Detections]  # each frame's faces, in its pixels, best first
+    tiles: int  # tiles of the tiled passes, every frame's together; 0 when only the standard pass ran
+    models: tuple[str, ...]  # the models that ran, as the X-Detectors header says
+    first_pass: str = "standard"
+
+    @property
+    def passes(self) -> str:
+        """The passes that ran, as the X-Passes header says them."""
+        return passes_named(self.first_pass, self.tiles)
+
+
+def passes_named(first_pass: str, tiles: int) -> str:
+    """X-Passes: the first pass's name, and `tiled` where tiles ran."""
+    return f"{first_pass}, tiled" if tiles else first_pass
 
 
 def first_pass(options: DetectOptions) -> str:
@@ -115,23 +133,45 @@ def run_detection(
             tiled_faces, tiles = _tiled_pass(image, tiled_now, detectors, tiled_models, settings, min_score, timer)
         outputs = wait()
     with timer.stage("postprocess"):
-        found = {
-            d.name: d.kind.candidates(outputs[d.name][0], plan.size, min(min_score, AUTO_MIN_SCORE)) for d in models
-        }
+        found = {d.name: d.kind.candidates(outputs[d.name][0], plan.size, candidate_floor(options)) for d in models}
     if tiled is not None and options.detail == "auto" and any(needs_tiles(f) for f in found.values()):
         larger = with_resolution(image, tiled, data, header, image.background, timer)
         tiled_faces, tiles = _tiled_pass(larger, tiled, detectors, tiled_models, settings, min_score, timer)
     with timer.stage("postprocess"):
-        per_model = []
-        for name, candidates in found.items():
-            faces = candidates[candidates.scores >= min_score].scaled((0, 0), plan.scale).scaled((0, 0), image.scale)
-            if name in tiled_faces:
-                faces = Detections.concatenate([faces, tiled_faces.pop(name)])
-            per_model.append((name, finish(faces, (height, width), options)))
-        per_model += [(name, finish(faces, (height, width), options)) for name, faces in tiled_faces.items()]
-        detections = fuse(dict(per_model))
-    ran = tuple(d.name for d in detectors.served if d in models or (tiles and d in tiled_models))
-    return DetectionResult(image, detections, tiles, ran, first_pass(options))
+        in_picture = {
+            name: faces.scaled((0, 0), plan.scale).scaled((0, 0), image.scale) for name, faces in found.items()
+        }
+        detections = fused(in_picture, tiled_faces, (height, width), options)
+    return DetectionResult(image, detections, tiles, ran(detectors, models, tiled_models, tiles), first_pass(options))
+
+
+def candidate_floor(options: DetectOptions) -> float:
+    """The standard pass's lowest score kept: min_score, or AUTO_MIN_SCORE where lower (`needs_tiles`
+    judges the candidates from there)."""
+    return min(options.min_score, AUTO_MIN_SCORE)
+
+
+def fused(
+    standard: dict[str, Detections], tiled: dict[str, Detections], size: tuple[int, int], options: DetectOptions
+) -> Detections:
+    """One picture's faces: each model's standard-pass candidates from min_score up and its tiled
+    pass's (both in the picture's pixels, of `size` (H, W)), suppressed on their own, then fused
+    (the standard pass's models first)."""
+    per_model = {}
+    for name in [*standard, *(name for name in tiled if name not in standard)]:
+        parts = [tiled[name]] if name in tiled else []
+        if name in standard:
+            candidates = standard[name]
+            parts.insert(0, candidates[candidates.scores >= options.min_score])
+        per_model[name] = finish(Detections.concatenate(parts), size, options)
+    return fuse(per_model)
+
+
+def ran(
+    detectors: Detectors, models: tuple[Detector, ...], tiled_models: tuple[Detector, ...], tiles: int
+) -> tuple[str, ...]:
+    """The models that ran, in the served order: the first pass's, and the tiled pass's where tiles ran."""
+    return tuple(d.name for d in detectors.served if d in models or (tiles and d in tiled_models))
 
 
 def standard_size(options: DetectOptions, settings: Settings) -> int:
@@ -215,32 +255,50 @@ def tiles_of(scaled: np.ndarray, tiling: Tiling, timer: StageTimer) -> Callable[
 
 
 def detect_frames(
-    frames: list[np.ndarray], detectors: Detectors, settings: Settings, options: DetectOptions, timer: StageTimer
-) -> tuple[list[Detections], tuple[str, ...]]:
+    frames: list[np.ndarray],
+    detectors: Detectors,
+    settings: Settings,
+    options: DetectOptions,
+    timer: StageTimer,
+    deadline: Deadline = NEVER,
+) -> FramesResult:
     """Every face in each of `frames` (upright BGR pixels of one size: an animation's), by the
-    standard pass alone, MAX_BATCH frames to a call of each model; and the models that ran."""
+    passes the detail asks for, as a still's: the standard pass, MAX_BATCH frames to a call of each
+    model; then the tiled pass on every frame with detail=high, or with detail=auto where the
+    standard pass saw small faces in any frame (one scene: a face hidden in one frame is hidden
+    in the next). The `deadline` is checked before each call."""
     height, width = frames[0].shape[:2]
-    plan = plan_input(height, width, standard_size(options, settings), settings.pad_multiple)
+    target = standard_size(options, settings)
+    plan = plan_input(height, width, target, settings.pad_multiple)
+    tiled = tiled_scale(height, width, target) if options.detail in ("auto", "high") else None
     models = detectors.first_pass(options.detail)
-    found: list[Detections] = []
+    found: list[dict[str, Detections]] = []
     for start in range(0, len(frames), MAX_BATCH):
         chunk = frames[start : start + MAX_BATCH]
+        deadline.check(f"the standard pass of frames {start + 1} to {start + len(chunk)} of {len(frames)}")
         with submitted(detectors, models, len(chunk), plan.size, fill_frames(chunk, plan, timer), timer) as wait:
             outputs = wait()
         with timer.stage("postprocess"):
-            for frame in range(len(chunk)):
-                faces = {
-                    d.name: finish(
-                        d.kind.candidates(outputs[d.name][frame], plan.size, options.min_score).scaled(
-                            (0, 0), plan.scale
-                        ),
-                        (height, width),
-                        options,
-                    )
-                    for d in models
-                }
-                found.append(fuse(faces))
-    return found, tuple(d.name for d in models)
+            found += [
+                {d.name: d.kind.candidates(outputs[d.name][i], plan.size, candidate_floor(options)) for d in models}
+                for i in range(len(chunk))
+            ]
+    small = any(needs_tiles(faces) for frame in found for faces in frame.values())
+    if options.detail == "auto" and not small:
+        tiled = None
+    tiled_models = detectors.tiled_pass() if tiled is not None else ()
+    detections, tiles = [], 0
+    for index, (pixels, standard) in enumerate(zip(frames, found), 1):
+        tiled_faces: dict[str, Detections] = {}
+        if tiled is not None:
+            deadline.check(f"the tiled pass of frame {index} of {len(frames)}")
+            whole = DecodedImage(pixels, "frame", (width, height))
+            tiled_faces, count = _tiled_pass(whole, tiled, detectors, tiled_models, settings, options.min_score, timer)
+            tiles += count
+        with timer.stage("postprocess"):
+            in_frame = {name: faces.scaled((0, 0), plan.scale) for name, faces in standard.items()}
+            detections.append(fused(in_frame, tiled_faces, (height, width), options))
+    return FramesResult(detections, tiles, ran(detectors, models, tiled_models, tiles), first_pass(options))
 
 
 def needs_tiles(standard: Detections) -> bool:

@@ -15,7 +15,7 @@ from gateway.config import Settings
 from gateway.crop import CropPlan, Rect, plan_crop
 from gateway.decode import ImageHeader, decode_image
 from gateway.detection.detections import Detections
-from gateway.detection.passes import FAST_SIZE, detect_frames, first_pass, run_detection
+from gateway.detection.passes import FAST_SIZE, detect_frames, run_detection
 from gateway.detection.postprocess import finish
 from gateway.errors import OutputTooLarge
 from gateway.imaging.animation import check_cost, read_animation
@@ -89,19 +89,21 @@ def within_limits(plan: CropPlan, window: CropOptions, settings: Settings) -> Cr
 
 
 def detect(work: Work) -> None:
-    """Every face, on the upright source: a still's by the passes its detail asks for, an animation's
-    in SAMPLED_FRAMES frames spread over it (every frame where faces are hidden, each its own)."""
+    """Every face, on the upright source, by the passes its detail asks for: a still's, an
+    animation's in SAMPLED_FRAMES frames spread over it (every frame where faces are hidden, each its own)."""
     request = work.request
     if not request.find_faces:
         return
     if work.animation is not None:
         frames = work.animation.frames
         sampled = frames if request.hiding else spread(frames, SAMPLED_FRAMES)
-        found, work.models = detect_frames(sampled, work.detectors, work.settings, request.detect, work.timer)
+        frames_found = detect_frames(sampled, work.detectors, work.settings, request.detect, work.timer, work.deadline)
         width, height = work.upright_size
+        found = frames_found.detections
         work.found = finish(Detections.concatenate(found), (height, width), request.detect)
         work.found_per_frame = found if request.hiding else None
-        work.passes = first_pass(request.detect)
+        work.models, work.passes = frames_found.models, frames_found.passes
+        work.note(tiles=frames_found.tiles)
     else:
         result = run_detection(
             work.data, work.detectors, work.settings, request.detect, work.timer, work.header, work.flatten_onto

@@ -14,10 +14,10 @@ from evaluation.images import encoded
 from gateway.config import Settings
 from gateway.detection.detections import Detections
 from gateway.detection.passes import detect_frames, run_detection
-from gateway.errors import ImageTooLarge
+from gateway.errors import ImageTooLarge, ProcessingTimeout
 from gateway.params import DetectOptions
-from gateway.timing import StageTimer
-from tests.support import square_finder, squares_picture, stored_with_orientation
+from gateway.timing import Deadline, StageTimer
+from tests.support import TickingClock, square_finder, squares_picture, stored_with_orientation
 
 SIZE = (1600, 1200)  # (width, height): the standard pass scales by 1024 / 1600
 LARGE = [(100, 150, 120), (900, 500, 200)]  # (x, y, side) in the upright picture
@@ -100,12 +100,66 @@ def test_each_frame_answers_its_own_squares_in_batches(finder):
     for index in range(20):  # more than one call's worth (MAX_BATCH 16)
         marks = [(40 + 30 * index, 60, 80), (500, 40 + 10 * index, 90)]
         frames.append((np.asarray(picture(marks, (800, 600)))[:, :, ::-1].copy(), marks))
-    answers, ran = detect_frames(
+    result = detect_frames(
         [f for f, _ in frames], detectors, Settings(), DetectOptions(min_confidence=50), StageTimer()
     )
-    assert ran == ("squares",) and [shape[0] for shape in model.shapes] == [16, 4]
-    for detections, (_, marks) in zip(answers, frames):
+    assert result.models == ("squares",) and [shape[0] for shape in model.shapes] == [16, 4]
+    assert result.tiles == 0 and result.passes == "standard"  # frames of 800: no tiled pass at any detail
+    for detections, (_, marks) in zip(result.detections, frames, strict=True):
         np.testing.assert_allclose(found(detections), boxes_of(marks), atol=2)
+
+
+def frames_of(*marks: list[tuple[int, int, int]]) -> list[np.ndarray]:
+    return [np.asarray(picture(m))[:, :, ::-1].copy() for m in marks]
+
+
+@pytest.mark.parametrize("detail", ["standard", "auto", "high"])
+def test_an_animations_frames_are_tiled_as_its_detail_asks(finder, detail):
+    """Frames of 1600x1200, each with squares under 10 px at the standard pass: the tiled pass
+    finds them in every frame at detail=high, and at auto as well, since one frame shows a face
+    small enough (19 px) for smaller ones to be likely: the second frame alone would not tile."""
+    detectors, model = finder
+    small = [(700, 300, 30)]
+    moved = [(x + 40, y - 30, side) for x, y, side in SMALL]
+    marks = [LARGE + small + SMALL, LARGE + moved]
+    result = detect_frames(
+        frames_of(*marks), detectors, Settings(), DetectOptions(min_confidence=50, detail=detail), StageTimer()
+    )
+    if detail == "standard":
+        assert result.tiles == 0 and result.passes == "standard"
+        expected = [LARGE + small, LARGE]
+    else:
+        assert result.tiles == 12 and result.passes == "standard, tiled"  # each frame's 3x2 tiles
+        assert model.shapes[-2:] == [(6, 832, 768, 3)] * 2
+        expected = marks
+    for detections, frame_marks in zip(result.detections, expected, strict=True):
+        np.testing.assert_allclose(found(detections), boxes_of(frame_marks), atol=3)
+
+
+def test_an_animations_detection_stops_at_its_deadline_before_the_next_call(finder):
+    """The deadline is checked before each call: the standard pass's, then each frame's tiled pass
+    (a 78-frame crowd at detail=auto took 29 s of the 30)."""
+    detectors, model = finder
+    frames = frames_of(LARGE + SMALL, LARGE + SMALL, LARGE + SMALL)
+    clock = TickingClock()
+    with pytest.raises(ProcessingTimeout) as stopped:
+        detect_frames(frames, detectors, Settings(), DetectOptions(detail="high"), StageTimer(), Deadline(3.0, clock))
+    assert str(stopped.value).endswith("before the tiled pass of frame 2 of 3")
+    assert clock.reads == 3 and len(model.shapes) == 2  # the standard pass, the first frame's tiles
+
+
+def test_auto_tiles_no_frame_of_an_animation_without_small_faces(finder):
+    detectors, model = finder
+    result = detect_frames(
+        frames_of(LARGE, LARGE[:1]),
+        detectors,
+        Settings(),
+        DetectOptions(min_confidence=50, detail="auto"),
+        StageTimer(),
+    )
+    assert result.tiles == 0 and [shape[0] for shape in model.shapes] == [2]
+    for detections, marks in zip(result.detections, [LARGE, LARGE[:1]], strict=True):
+        np.testing.assert_allclose(found(detections), boxes_of(marks), atol=3)
 
 
 def test_every_step_is_timed_and_the_header_limits_hold(finder):

@@ -25,22 +25,11 @@ from gateway.processing.steps import SAMPLED_FRAMES, animation_format, spread
 from gateway.request import Output, anonymize_request, crop_request, detect_request
 from gateway.timing import Deadline
 from gateway.url.options import parse_url_options
-from tests.support import NoFacesModel
+from tests.support import NoFacesModel, TickingClock
 
 SETTINGS = Settings()
 DETECTORS = serve(SETTINGS.detectors, SETTINGS.wire_format, NoFacesModel)
 FRAMES = 12
-
-
-class TickingClock:
-    """A clock that moves one second each time it is read: the deadline's checks, counted."""
-
-    def __init__(self) -> None:
-        self.reads = 0
-
-    def __call__(self) -> float:
-        self.reads += 1
-        return float(self.reads)
 
 
 def animation(frames: int = FRAMES) -> bytes:
