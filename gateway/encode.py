@@ -1,5 +1,5 @@
-"""BGR pixels to JPEG, PNG, WebP, AVIF or GIF bytes, BGRA ones (transparency kept) to PNG, WebP or
-AVIF; no metadata but a JPEG's EXIF block where one is given (gateway/imaging/metadata.py: its
+"""BGR pixels to JPEG, PNG, WebP, AVIF or GIF bytes, BGRA ones (transparency kept) to PNG, WebP,
+AVIF or GIF; no metadata but a JPEG's EXIF block where one is given (gateway/imaging/metadata.py: its
 orientation is always 1). Animations are gateway/imaging/animation.py's.
 
 AVIF comes from Pillow's own libavif (its wheels, pinned in gateway/requirements.lock, carry it);
@@ -25,7 +25,8 @@ CONTENT_TYPES = {
     "png8": "image/png",  # a palette PNG
 }
 ENCODABLE_INPUTS = {"JPEG": "jpeg", "PNG": "png", "WEBP": "webp", "AVIF": "avif"}
-ALPHA_FORMATS = frozenset({"png", "png8", "webp", "avif"})  # the outputs that keep transparency
+# the outputs that keep transparency (a GIF's: one transparent colour for the pixels under half opaque)
+ALPHA_FORMATS = frozenset({"png", "png8", "webp", "avif", "gif"})
 AVIF_AVAILABLE = features.check("avif")
 AVIF_SPEED = 8  # libavif's 0 (slowest, smallest) to 10: 2.3x faster than its default 6, files 1 % larger
 # Cloudflare's bound on AVIF's cost: at most 1,600 pixels on the longer side where AVIF was asked

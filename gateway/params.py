@@ -130,8 +130,8 @@ CROP = (
         "choice",
         None,
         "Output format (default: the input's if jpeg, png, webp or avif, else jpeg; an animated GIF or WebP its "
-        "own); png, webp and avif keep transparency, jpeg and gif have it on white. An animation goes out "
-        "animated as gif or webp, as its first frame in the others.",
+        "own); png, webp and avif keep transparency, gif its pixels under half opaque, jpeg has it on white. "
+        "An animation goes out animated as gif or webp, as its first frame in the others.",
         choices=("jpeg", "png", "webp", "avif", "gif", "json"),
     ),
     Parameter("quality", "integer", 85, "JPEG, WebP and AVIF quality.", 1, 100),

@@ -35,7 +35,7 @@ from gateway.detection.preprocess import (
     scale_for,
     tiled_scale,
 )
-from gateway.imaging.normalise import BGR, WHITE
+from gateway.imaging.normalise import BGR, WHITE, flattened
 from gateway.imaging.orientation import apply_orientation
 from gateway.params import DetectOptions
 from gateway.timing import NEVER, Deadline, StageTimer
@@ -233,13 +233,14 @@ def fill_each(batches: list[Batch], calls: tuple[Call, ...], fill: Callable[[np.
 
 
 def fill_frames(
-    images: list[np.ndarray], plan: InputPlan, timer: StageTimer, orientation: int = 1
+    images: list[np.ndarray], plan: InputPlan, timer: StageTimer, orientation: int = 1, background: BGR = WHITE
 ) -> Callable[[np.ndarray, WireFormat], None]:
-    """`fill_each`'s fill for the standard pass: one image per slot, scaled by the plan's scale."""
+    """`fill_each`'s fill for the standard pass: one image per slot, scaled by the plan's scale
+    (premultiplied BGRA flattened onto `background` one at a time)."""
 
     def fill(tensor: np.ndarray, wire: WireFormat) -> None:
         for slot, pixels in zip(tensor, images):
-            fill_input(slot, pixels, plan.scale, wire, timer, orientation)
+            fill_input(slot, flattened(pixels, background), plan.scale, wire, timer, orientation)
 
     return fill
 
@@ -261,8 +262,10 @@ def detect_frames(
     options: DetectOptions,
     timer: StageTimer,
     deadline: Deadline = NEVER,
+    background: BGR = WHITE,
 ) -> FramesResult:
-    """Every face in each of `frames` (upright BGR pixels of one size: an animation's), by the
+    """Every face in each of `frames` (upright pixels of one size: an animation's; premultiplied
+    BGRA ones flattened onto `background` as they are sent), by the
     passes the detail asks for, as a still's: the standard pass, MAX_BATCH frames to a call of each
     model; then the tiled pass on every frame with detail=high, or with detail=auto where the
     standard pass saw small faces in any frame (one scene: a face hidden in one frame is hidden
@@ -276,7 +279,8 @@ def detect_frames(
     for start in range(0, len(frames), MAX_BATCH):
         chunk = frames[start : start + MAX_BATCH]
         deadline.check(f"the standard pass of frames {start + 1} to {start + len(chunk)} of {len(frames)}")
-        with submitted(detectors, models, len(chunk), plan.size, fill_frames(chunk, plan, timer), timer) as wait:
+        fill = fill_frames(chunk, plan, timer, background=background)
+        with submitted(detectors, models, len(chunk), plan.size, fill, timer) as wait:
             outputs = wait()
         with timer.stage("postprocess"):
             found += [
@@ -292,7 +296,7 @@ def detect_frames(
         tiled_faces: dict[str, Detections] = {}
         if tiled is not None:
             deadline.check(f"the tiled pass of frame {index} of {len(frames)}")
-            whole = DecodedImage(pixels, "frame", (width, height))
+            whole = DecodedImage(flattened(pixels, background), "frame", (width, height))
             tiled_faces, count = _tiled_pass(whole, tiled, detectors, tiled_models, settings, options.min_score, timer)
             tiles += count
         with timer.stage("postprocess"):

@@ -1,9 +1,10 @@
 """Animations kept as animations (GIF and WebP in; animated WebP or GIF out), as Cloudflare's
 `anim=true`: every frame, as a viewer composites it, with its duration, and the loop count.
 
-Outputs have no transparency: frames are flattened onto the background colour, as stills are
-(gateway/imaging/normalise.py). Frames that grow the picture (a GIF frame beyond the logical
-screen) are placed on the final canvas, as a browser shows them. The cost is bounded before any
+Transparency is kept as a still's is (premultiplied BGRA frames, where the output has alpha: an
+animated WebP's, a GIF's one transparent colour for pixels under half opaque), else flattened
+onto the background colour (gateway/imaging/normalise.py). Frames that grow the picture (a GIF
+frame beyond the logical screen) are placed on the final canvas, as a browser shows them. The cost is bounded before any
 frame is decoded (`check_cost`): at most FACECROP_MAX_ANIMATION_FRAMES frames, 50 MP of source
 frames (Cloudflare's limit) and 50 MP of output frames (frames x the output's size: the work and
 memory of cropping, resizing and encoding grow with it). GIF outputs are quantised per frame with
@@ -13,6 +14,7 @@ Pillow's fast octree (its default median cut is ten times slower per frame).
 from __future__ import annotations
 
 import io
+import itertools
 import warnings
 from dataclasses import dataclass
 
@@ -21,19 +23,37 @@ import numpy as np
 from PIL import Image, ImageSequence
 
 from gateway.errors import ImageTooLarge, UnsupportedImage
-from gateway.imaging.normalise import pillow_to_bgr
+from gateway.imaging.formats import webp_said_transparent
+from gateway.imaging.normalise import BGR, WHITE, pillow_to_bgr
 
 MAX_ANIMATION_PIXELS = 50_000_000  # source frames x their area (Cloudflare's), and output frames x theirs
 ANIMATION_FORMATS = frozenset({"gif", "webp"})
 
 
+GIF_TRANSPARENT = 255  # a GIF frame's transparent palette index; the colours get the other 255
+GIF_OPAQUE_FROM = 128  # alpha from which a pixel shows in a GIF (which has no partial transparency)
+
+
 @dataclass(frozen=True)
 class Animation:
-    """Frames (upright BGR, one size), each one's duration (ms), and how many times it plays (0: forever)."""
+    """Frames (upright BGR, or premultiplied BGRA where transparency is kept; one size), each one's
+    duration (ms), and how many times it plays (0: forever)."""
 
     frames: list[np.ndarray]
     durations: list[int]
     plays: int
+    size: tuple[int, int]  # (W, H) of its frames
+
+    @property
+    def count(self) -> int:
+        """How many frames it has (once handed over too)."""
+        return len(self.durations)
+
+    def hand_over(self) -> list[np.ndarray]:
+        """Its frames, no longer held here: each is let go once whoever took them lets it go."""
+        frames = list(self.frames)
+        self.frames.clear()
+        return frames
 
 
 def check_cost(frames: int, source: tuple[int, int], output: tuple[int, int], max_frames: int) -> None:
@@ -49,15 +69,14 @@ def check_cost(frames: int, source: tuple[int, int], output: tuple[int, int], ma
             )
 
 
-def read_animation(
-    data: bytes, background: tuple[int, int, int], output: tuple[int, int], max_frames: int
-) -> Animation:
-    """Every frame of a GIF or WebP, composited and flattened onto `background` (BGR), once
+def read_animation(data: bytes, background: BGR | None, output: tuple[int, int], max_frames: int) -> Animation:
+    """Every frame of a GIF or WebP, composited and flattened onto `background` (BGR; None: its
+    transparency kept, every frame premultiplied BGRA where any pixel of any is transparent), once
     `check_cost` passed it for answers of `output` (W, H) frames."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            with Image.open(io.BytesIO(data)) as image:
+            with Image.open(io.BytesIO(webp_said_transparent(data))) as image:  # its canvas as browsers show it
                 check_cost(getattr(image, "n_frames", 1), image.size, output, max_frames)
                 plays = _plays(image)
                 frames, durations = [], []
@@ -71,20 +90,29 @@ def read_animation(
         raise ImageTooLarge("a frame of the animation declares more pixels than Pillow's limit") from None
     except Exception:
         raise UnsupportedImage("the animation is corrupt or truncated") from None
-    return Animation(on_one_canvas(frames, background), durations, plays)
+    frames = on_one_canvas(frames, background)
+    height, width = frames[0].shape[:2]
+    return Animation(frames, durations, plays, (width, height))
 
 
-def on_one_canvas(frames: list[np.ndarray], background: tuple[int, int, int]) -> list[np.ndarray]:
+def on_one_canvas(frames: list[np.ndarray], background: BGR | None) -> list[np.ndarray]:
     """Frames of one size: a GIF's frames only ever grow the canvas (right and down), so earlier,
-    smaller ones are placed at its top left on the background."""
+    smaller ones are placed at its top left on the background (None: on transparency); where
+    transparency is kept, every frame BGRA if any pixel of any is transparent, else every one BGR."""
     height = max(frame.shape[0] for frame in frames)
     width = max(frame.shape[1] for frame in frames)
-    return [
-        cv2.copyMakeBorder(f, 0, height - f.shape[0], 0, width - f.shape[1], cv2.BORDER_CONSTANT, value=background)
-        if f.shape[:2] != (height, width)
-        else f
-        for f in frames
-    ]
+    grown = any(f.shape[:2] != (height, width) for f in frames)
+    if background is None and (grown or any(f.shape[2] == 4 for f in frames)):
+        frames = [f if f.shape[2] == 4 else cv2.cvtColor(f, cv2.COLOR_BGR2BGRA) for f in frames]
+    fill = (0, 0, 0, 0) if frames[0].shape[2] == 4 else (background or WHITE)
+    for index, f in enumerate(frames):
+        if f.shape[:2] != (height, width):
+            frames[index] = cv2.copyMakeBorder(
+                f, 0, height - f.shape[0], 0, width - f.shape[1], cv2.BORDER_CONSTANT, value=fill
+            )
+    if frames[0].shape[2] == 4 and all(f[..., 3].min() == 255 for f in frames):
+        return [np.ascontiguousarray(f[..., :3]) for f in frames]
+    return frames
 
 
 def _plays(image: Image.Image) -> int:
@@ -97,15 +125,62 @@ def _plays(image: Image.Image) -> int:
 
 
 def encode_animation(frames: list[np.ndarray], durations: list[int], plays: int, fmt: str, quality: int) -> bytes:
-    """`frames` (BGR) as an animated WebP or GIF that plays `plays` times (0: forever)."""
-    pictures = [Image.fromarray(cv2.cvtColor(frame, cv2.COLOR_BGR2RGB)) for frame in frames]
+    """`frames` (BGR, or straight BGRA: transparency kept) as an animated WebP or GIF that plays
+    `plays` times (0: forever)."""
+    code = cv2.COLOR_BGRA2RGBA if frames[0].shape[2] == 4 else cv2.COLOR_BGR2RGB
+    pictures = [Image.fromarray(cv2.cvtColor(frame, code)) for frame in frames]
     buffer = io.BytesIO()
     if fmt == "webp":
         pictures[0].save(
             buffer, "WEBP", save_all=True, append_images=pictures[1:], duration=durations, loop=plays, quality=quality
         )
-    else:
+        if code == cv2.COLOR_BGRA2RGBA:
+            return webp_said_transparent(buffer.getvalue())
+    elif code == cv2.COLOR_BGR2RGB:
         paletted = [picture.quantize(256, method=Image.Quantize.FASTOCTREE) for picture in pictures]
-        loop = {} if plays == 1 else {"loop": 0 if plays == 0 else plays - 1}
-        paletted[0].save(buffer, "GIF", save_all=True, append_images=paletted[1:], duration=durations, **loop)
+        paletted[0].save(
+            buffer, "GIF", save_all=True, append_images=paletted[1:], duration=durations, **gif_loop(plays)
+        )
+    else:
+        paletted = transparent_gif_frames(pictures)
+        # each frame replaces the last (disposal 2), which would show through its transparency; the
+        # palettes as made (not optimised): the transparent entry is GIF_TRANSPARENT in every frame
+        paletted[0].save(
+            buffer,
+            "GIF",
+            save_all=True,
+            append_images=paletted[1:],
+            duration=durations,
+            disposal=2,
+            transparency=GIF_TRANSPARENT,
+            optimize=False,
+            **gif_loop(plays),
+        )
     return buffer.getvalue()
+
+
+def gif_loop(plays: int) -> dict[str, int]:
+    """GIF's loop count for `plays` (it counts the plays after the first; none: once)."""
+    return {} if plays == 1 else {"loop": 0 if plays == 0 else plays - 1}
+
+
+def transparent_gif_frames(pictures: list[Image.Image]) -> list[Image.Image]:
+    """RGBA pictures as GIF frames: 255 colours each (Pillow's fast octree), the pixels under
+    GIF_OPAQUE_FROM alpha at GIF_TRANSPARENT, whose colour is in no frame's palette (Pillow's writer
+    leaves out of a frame the pixels that match the transparent entry's colour: they would show
+    through)."""
+    quantized = [
+        picture.convert("RGB").quantize(GIF_TRANSPARENT, method=Image.Quantize.FASTOCTREE) for picture in pictures
+    ]
+    palettes = [(colours.getpalette() or [])[: 3 * GIF_TRANSPARENT] for colours in quantized]
+    used = {tuple(palette[i : i + 3]) for palette in palettes for i in range(0, len(palette), 3)}
+    clear = next(colour for colour in itertools.product(range(256), repeat=3) if colour not in used)
+    frames = []
+    for picture, colours, palette in zip(pictures, quantized, palettes, strict=True):
+        indices = np.asarray(colours).copy()
+        indices[np.asarray(picture.getchannel("A")) < GIF_OPAQUE_FROM] = GIF_TRANSPARENT
+        frame = Image.fromarray(indices, "P")
+        frame.putpalette(palette + [0] * (3 * GIF_TRANSPARENT - len(palette)) + list(clear))
+        frame.info["transparency"] = GIF_TRANSPARENT
+        frames.append(frame)
+    return frames

@@ -73,6 +73,16 @@ def unpremultiplied(pixels: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     return colour, alpha
 
 
+def flattened(pixels: np.ndarray, background: BGR) -> np.ndarray:
+    """Premultiplied BGRA flattened onto `background` (BGR): what shows through each pixel added
+    to its colour; BGR as it is."""
+    if pixels.shape[2] != 4:
+        return pixels
+    clear = 255 - pixels[..., 3:].astype(np.uint16)
+    under = (clear * np.array(background, np.uint16) + 127) // 255
+    return (pixels[..., :3] + under).astype(np.uint8)
+
+
 def with_alpha(pixels: np.ndarray, alpha: np.ndarray | None) -> np.ndarray:
     """Straight BGR and its alpha as BGRA (BGR as it is where there is no alpha)."""
     return pixels if alpha is None else np.dstack((pixels, alpha))

@@ -83,7 +83,7 @@ def answer_headers(work: Work, frame: Frame | None = None) -> dict[str, str]:
             "X-Face-Count": str(len(work.listed)),
         }
     if work.animation is not None:
-        headers["X-Frames"] = str(len(work.animation.frames))
+        headers["X-Frames"] = str(work.animation.count)
     if frame is not None and frame.colour:
         headers["X-Color-Profile"] = frame.colour
     return headers

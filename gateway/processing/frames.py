@@ -58,7 +58,7 @@ def frames_of(work: Work) -> list[Frame]:
             DecodedImage(stored=pixels, format=header.format, size=width_height, icc=header.icc, colour=header.colour),
             NO_BOXES if per_frame is None else per_frame[index].boxes,
         )
-        for index, pixels in enumerate(work.animation.frames)
+        for index, pixels in enumerate(work.animation.hand_over())
     ]
 
 

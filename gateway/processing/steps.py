@@ -20,6 +20,7 @@ from gateway.detection.postprocess import finish
 from gateway.errors import OutputTooLarge
 from gateway.imaging.animation import check_cost, read_animation
 from gateway.imaging.geometry import border_rect, trim_rect, turn_detections, turn_pixels, turned_size
+from gateway.imaging.normalise import flattened
 from gateway.imaging.saliency import salient_focus
 from gateway.params import GRAVITIES, CropOptions, Gravity
 from gateway.processing.work import NO_BOXES, Focus, Work
@@ -51,11 +52,9 @@ def load(work: Work) -> None:
         return
     settings = work.settings
     with work.timer.stage("decode"):
-        work.animation = read_animation(work.data, work.flatten_onto, frame_bound(work), settings.max_animation_frames)
+        work.animation = read_animation(work.data, work.underlay, frame_bound(work), settings.max_animation_frames)
     width, height = work.upright_size
-    work.note(
-        image={"width": width, "height": height, "format": work.header.format, "frames": len(work.animation.frames)}
-    )
+    work.note(image={"width": width, "height": height, "format": work.header.format, "frames": work.animation.count})
 
 
 def frame_bound(work: Work) -> tuple[int, int]:
@@ -97,7 +96,9 @@ def detect(work: Work) -> None:
     if work.animation is not None:
         frames = work.animation.frames
         sampled = frames if request.hiding else spread(frames, SAMPLED_FRAMES)
-        frames_found = detect_frames(sampled, work.detectors, work.settings, request.detect, work.timer, work.deadline)
+        frames_found = detect_frames(
+            sampled, work.detectors, work.settings, request.detect, work.timer, work.deadline, work.flatten_onto
+        )
         width, height = work.upright_size
         found = frames_found.detections
         work.found = finish(Detections.concatenate(found), (height, width), request.detect)
@@ -129,7 +130,7 @@ def trim(work: Work) -> None:
     geometry = work.request.geometry
     if geometry.trim is not None and geometry.trim.border:
         if work.animation is not None:
-            pixels, scale = work.animation.frames[0], 1.0
+            pixels, scale = flattened(work.animation.frames[0], work.flatten_onto), 1.0
         else:
             if work.image is None:
                 at = min(1.0, FAST_SIZE / max(work.upright_size))
@@ -171,7 +172,7 @@ def turned_picture(work: Work) -> np.ndarray:
     """The turned picture's pixels at the resolution decoded so far (an animation's first frame)."""
     geometry = work.request.geometry
     if work.animation is not None:
-        return turn_pixels(work.animation.frames[0], work.rect, 1.0, geometry)
+        return turn_pixels(flattened(work.animation.frames[0], work.flatten_onto), work.rect, 1.0, geometry)
     assert work.image is not None
     return turn_pixels(work.image.pixels, work.rect, float(work.image.scale[0]), geometry)
 
@@ -190,7 +191,7 @@ def plan(work: Work) -> None:
             plan_crop(work.focus.boxes, work.size, options, settings.placement_power), window, settings
         )
     if work.animation is not None:
-        check_cost(len(work.animation.frames), work.size, work.plan.size, settings.max_animation_frames)
+        check_cost(work.animation.count, work.size, work.plan.size, settings.max_animation_frames)
 
 
 STEPS = (load, detect, trim, frame, plan)

@@ -70,8 +70,7 @@ class Work:
     def upright_size(self) -> tuple[int, int]:
         """(W, H) of the source as shown: an animation's frames' (a GIF's frames may grow its canvas)."""
         if self.animation is not None:
-            height, width = self.animation.frames[0].shape[:2]
-            return width, height
+            return self.animation.size
         return self.header.upright_size
 
     @property
@@ -83,11 +82,13 @@ class Work:
     @cached_property
     def underlay(self) -> BGR | None:
         """What the answer's transparency goes onto: the background given, else nothing where the
-        output's format has an alpha channel (None: kept), else white."""
+        output's format (an animation's, once `load` settled it) has an alpha channel (None: kept),
+        else white."""
         given = self.request.output.background
         if given is not None:
             return given
-        return None if keeps_alpha(self.request.output.format, self.header.format) else WHITE
+        fmt = self.animated_as or self.request.output.format
+        return None if keeps_alpha(fmt, self.header.format) else WHITE
 
     @property
     def listed(self) -> Detections:

@@ -3,9 +3,10 @@ cache's decisions, EXIF as Cloudflare keeps it, an animation's loop count both w
 
 import io
 
+import cv2
 import numpy as np
 import pytest
-from PIL import Image, ImageCms
+from PIL import Image, ImageCms, ImageSequence
 
 import gateway.imaging.animation as animation_module
 from evaluation.corpus import long_gif
@@ -17,7 +18,7 @@ from gateway.errors import ImageTooLarge
 from gateway.imaging.animation import encode_animation, on_one_canvas, read_animation
 from gateway.imaging.colour import CONVERTED, IGNORED, SRGB_ALREADY, conversion, fits, to_srgb
 from gateway.imaging.metadata import output_exif
-from gateway.imaging.normalise import WHITE, pillow_to_bgr, unpremultiplied, with_alpha
+from gateway.imaging.normalise import WHITE, flattened, pillow_to_bgr, unpremultiplied, with_alpha
 from gateway.imaging.profiles import DISPLAY_P3
 
 
@@ -206,6 +207,78 @@ def test_frames_that_grow_the_canvas_are_placed_on_it():
     assert (placed[0][:2, :3] == 0).all() and (placed[0][2:] == 255).all() and (placed[0][:, 3:] == 255).all()
 
 
+def test_where_transparency_is_kept_a_grown_canvas_is_transparent_and_opaque_frames_stay_bgr():
+    small, large = np.zeros((2, 3, 3), np.uint8), np.full((4, 5, 3), 7, np.uint8)
+    placed = on_one_canvas([small, large], None)
+    assert [frame.shape for frame in placed] == [(4, 5, 4), (4, 5, 4)]
+    assert (placed[0][:2, :3] == (0, 0, 0, 255)).all() and not placed[0][2:].any() and not placed[0][:, 3:].any()
+    assert (placed[1] == (7, 7, 7, 255)).all()
+    opaque = on_one_canvas([np.full((4, 5, 4), 255, np.uint8), large], None)
+    assert [frame.shape for frame in opaque] == [(4, 5, 3), (4, 5, 3)]  # nothing to keep: no alpha written
+
+
+def squares_on_transparency() -> list[Image.Image]:
+    """Opaque squares moving on transparency: libwebp writes each frame as an opaque rectangle
+    and leaves the file's alpha flag unset (Chromium shows the canvas transparent, Pillow black)."""
+    frames = []
+    for shift in (0, 24, 48):
+        frame = Image.new("RGBA", (120, 64), (0, 0, 0, 0))
+        frame.paste((200, 40, 40, 255), (shift, 16, shift + 32, 48))
+        frames.append(frame)
+    return frames
+
+
+def test_an_animated_webp_s_transparent_canvas_is_read_and_written_as_browsers_show_it():
+    frames = squares_on_transparency()
+    data = animation(frames, "WEBP", [100] * 3, 0)
+    assert not data[20] & 0x10  # libwebp's file: no alpha flag
+    kept = read_animation(data, None, (120, 64), 3)
+    flat = read_animation(data, WHITE, (120, 64), 3)
+    for index, (frame, shown, on_white) in enumerate(zip(frames, kept.frames, flat.frames, strict=True)):
+        alpha = np.asarray(frame)[..., 3]
+        assert shown.shape[2] == 4 and (shown[..., 3] == alpha).all(), index
+        assert (on_white[alpha == 0] == WHITE).all(), index  # black before
+    written = encode_animation([with_alpha(*unpremultiplied(f)) for f in kept.frames], [100] * 3, 0, "webp", 90)
+    with Image.open(io.BytesIO(written)) as image:
+        alphas = [np.asarray(frame.convert("RGBA"))[..., 3] for frame in ImageSequence.Iterator(image)]
+    assert [(a == np.asarray(f)[..., 3]).all() for a, f in zip(alphas, frames, strict=True)] == [True] * 3
+
+
+def alpha_ramp() -> np.ndarray:
+    """RGBA, one row per colour, one column per alpha level."""
+    alpha = np.tile(np.arange(256, dtype=np.uint8), (16, 1))
+    colour = np.linspace(0, 255, 16 * 3).reshape(16, 1, 3).repeat(256, axis=1).astype(np.uint8)
+    return np.dstack([colour, alpha])
+
+
+def test_premultiplied_pixels_flattened_are_pillow_s_composite():
+    rgba = alpha_ramp()
+    kept, _ = pillow_to_bgr(Image.fromarray(rgba, "RGBA"), background=None)
+    red = Image.new("RGBA", (256, 16), (255, 0, 0, 255))
+    expected = np.asarray(Image.alpha_composite(red, Image.fromarray(rgba, "RGBA")).convert("RGB"))
+    assert np.abs(flattened(kept, (0, 0, 255))[..., ::-1].astype(int) - expected).max() <= 1
+    assert flattened(expected, WHITE) is expected  # BGR as it is
+
+
+@pytest.mark.parametrize("fmt", ["gif", "webp"])
+def test_an_animation_s_transparency_is_written_gif_s_where_under_half_opaque(fmt):
+    """Every alpha level, two frames: an animated WebP keeps each; a GIF (one transparent colour)
+    hides what is under 128 and shows the rest opaque; the colour where it shows as Pillow has it."""
+    rgba = alpha_ramp()
+    frames = [cv2.cvtColor(rgba, cv2.COLOR_RGBA2BGRA), cv2.cvtColor(rgba[:, ::-1].copy(), cv2.COLOR_RGBA2BGRA)]
+    with Image.open(io.BytesIO(encode_animation(frames, [50, 50], 0, fmt, 100))) as image:
+        got = [np.asarray(frame.convert("RGBA")).astype(int) for frame in ImageSequence.Iterator(image)]
+    assert len(got) == 2
+    for have, want in zip(got, [rgba, rgba[:, ::-1]], strict=True):
+        alpha = want[..., 3].astype(int)
+        if fmt == "gif":
+            assert (have[..., 3] == np.where(alpha >= 128, 255, 0)).all()
+        else:
+            assert np.abs(have[..., 3] - alpha).max() <= 1
+        shown = alpha >= 128
+        assert np.abs(have[..., :3] - want[..., :3])[shown].mean() < 4
+
+
 def test_transparency_kept_is_premultiplied_then_straight_again_as_pillow_has_it():
     """A picture with every alpha level: premultiplied BGRA as decoded (what a resize needs), and
     straight colour back within what 8-bit premultiplication keeps (a level where it matters to the
@@ -235,7 +308,7 @@ def test_transparency_kept_is_premultiplied_then_straight_again_as_pillow_has_it
         ("avif", "PNG", True),
         ("png8", "PNG", True),
         ("jpeg", "PNG", False),
-        ("gif", "PNG", False),
+        ("gif", "PNG", True),
         (None, "HEIF", False),
     ],
 )

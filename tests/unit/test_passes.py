@@ -148,6 +148,22 @@ def test_an_animations_detection_stops_at_its_deadline_before_the_next_call(find
     assert clock.reads == 3 and len(model.shapes) == 2  # the standard pass, the first frame's tiles
 
 
+def test_transparent_frames_are_searched_flattened_onto_the_background_in_both_passes(finder):
+    """Premultiplied BGRA frames, white squares on transparency: on black every square shows, the
+    small ones to the tiled pass; on white, none (the finder sees one white picture)."""
+    detectors, _ = finder
+    square = np.asarray(picture(LARGE + SMALL)).max(axis=2)
+    frames = [np.dstack([square, square, square, square])] * 2  # premultiplied: white where opaque
+    options = DetectOptions(min_confidence=50, detail="high")
+    on_black = detect_frames(frames, detectors, Settings(), options, StageTimer(), background=(0, 0, 0))
+    assert on_black.tiles > 0
+    for detections in on_black.detections:
+        np.testing.assert_allclose(found(detections), boxes_of(LARGE + SMALL), atol=3)
+    on_white = detect_frames(frames, detectors, Settings(), options, StageTimer(), background=(255, 255, 255))
+    for detections in on_white.detections:
+        np.testing.assert_allclose(found(detections), [[0, 0, *SIZE]], atol=1)
+
+
 def test_auto_tiles_no_frame_of_an_animation_without_small_faces(finder):
     detectors, model = finder
     result = detect_frames(

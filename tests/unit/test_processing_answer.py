@@ -191,6 +191,17 @@ def test_transparency_is_kept_where_the_output_has_an_alpha_channel():
     assert np.abs(np.asarray(shown)[:, 200:, :3].astype(int) - opaque).max() <= 1
 
 
+def test_a_gif_keeps_what_is_at_least_half_opaque_and_hides_the_rest():
+    """A GIF has one transparent colour: the transparent third is transparent, the half transparent
+    third (alpha 128) and the opaque one are opaque, in their straight colours (a half transparent
+    pixel shows its colour whole; it went onto white before)."""
+    answer = process(encoded(transparent(), "PNG"), url("format=gif", "gif"), SETTINGS, NO_FACES)
+    shown = np.asarray(opened(answer).convert("RGBA")).astype(int)
+    source = np.asarray(transparent()).astype(int)
+    assert (shown[:, :100, 3] == 0).all() and (shown[:, 100:, 3] == 255).all()
+    assert np.abs(shown[:, 100:, :3] - source[:, 100:, :3]).mean() < 4
+
+
 @pytest.mark.parametrize(
     ("options", "under"),
     [
@@ -275,6 +286,26 @@ def test_an_animation_goes_out_in_the_format_and_quality_asked():
     assert webp.media_type == "image/webp" and opened(webp).format == "WEBP" and opened(webp).n_frames == 4
     rough = process(animation(), parse_url_options("format=webp").request("webp", 20), SETTINGS, NO_FACES)
     assert len(rough.body) < len(webp.body) * 0.8
+
+
+@pytest.mark.parametrize("fmt", ["gif", "webp", "input"])
+def test_an_animation_s_transparency_is_kept_where_no_background_is_given(fmt):
+    """A GIF whose frames have a transparent corner, out as a GIF (asked for, or as its source's
+    format) or an animated WebP: each frame's corner stays transparent and the rest is Pillow's
+    frame (they were flattened onto white); an opaque animation gets no transparency."""
+    data = animation(transparent_corner=True)
+    options = "quality=100" if fmt == "input" else f"format={fmt},quality=100"
+    answer = process(data, url(options, fmt), SETTINGS, NO_FACES)
+    assert answer.media_type == ("image/webp" if fmt == "webp" else "image/gif")
+    with Image.open(io.BytesIO(data)) as source, Image.open(io.BytesIO(answer.body)) as image:
+        expected = [np.asarray(frame.convert("RGBA")).astype(int) for frame in ImageSequence.Iterator(source)]
+        got = [np.asarray(frame.convert("RGBA")).astype(int) for frame in ImageSequence.Iterator(image)]
+    assert len(got) == len(expected) == 4
+    for have, want in zip(got, expected, strict=True):
+        assert not have[:40, :40, 3].any() and (have[..., 3] == want[..., 3]).all()
+        assert np.abs(have[..., :3] - want[..., :3])[want[..., 3] == 255].mean() < 6  # WebP's own loss: 3-4.5
+    opaque = process(animation(), url("format=gif", "gif"), SETTINGS, NO_FACES)
+    assert "transparency" not in opened(opaque).info
 
 
 def test_an_animation_s_transparency_goes_onto_the_background_given():

@@ -19,11 +19,12 @@ from evaluation import sources
 from evaluation.images import encoded
 from facecrop_hiding import Hiding
 from gateway.config import Settings
+from gateway.detection.detectors import serve
 from gateway.processing.answer import Answer, process
 from gateway.processing.steps import SAMPLED_FRAMES
 from gateway.request import ImageRequest, anonymize_request, crop_request, detect_request
 from gateway.url.options import parse_url_options
-from tests.support import square_finder, squares_picture
+from tests.support import NoFacesModel, square_finder, squares_picture
 
 SIZE = (640, 480)
 MARKS = [(60, 80, 40), (400, 300, 60), (250, 40, 30)]  # (x, y, side): white squares, "faces"
@@ -394,6 +395,67 @@ def test_an_animation_s_border_is_found_on_its_first_frame(finder):
     answer = answer_of(finder, bordered_animation(), url_request("trim=border,format=gif", "gif"))
     assert answer.headers["X-Crop-Rect"] == "0,0,136,96"
     assert frames_of(answer)[0].shape[:2] == (96, 136)
+
+
+def transparent_webp(frames: list[np.ndarray]) -> bytes:
+    """An animated lossless WebP of RGBA `frames`."""
+    pictures = [Image.fromarray(frame, "RGBA") for frame in frames]
+    return encoded(pictures[0], "WEBP", save_all=True, append_images=pictures[1:], lossless=True, duration=80)
+
+
+def test_a_transparent_animation_is_searched_as_shown_on_white_and_stays_transparent(finder):
+    """Frames of an opaque ground with square holes that move: shown on white (as the detection
+    sees a transparent picture) the holes are the white squares the finder finds, each frame's
+    own; the answer keeps them transparent and the ground opaque, in every frame."""
+    holes = [[(60 + 40 * i, 80, 40), (400, 300 - 30 * i, 60)] for i in range(3)]
+    frames = []
+    for marks in holes:
+        rgba = np.dstack([background(SIZE), np.full(SIZE[::-1], 255, np.uint8)])
+        for x, y, side in marks:
+            rgba[y : y + side, x : x + side, 3] = 0
+        frames.append(rgba)
+    data = transparent_webp(frames)
+    document = answer_of(finder, data, url_request("anonymize=fill,format=json", "json")).document
+    assert document is not None and matched(
+        rectangles(document["faces"]), [mark for marks in holes for mark in marks], within=2
+    )
+    answer = answer_of(finder, data, url_request("anonymize=fill,format=webp", "webp"))
+    assert answer.headers["X-Face-Count"] == str(len(document["faces"]))  # found on the frames kept transparent
+    with Image.open(io.BytesIO(answer.body)) as image:
+        alphas = [np.asarray(frame.convert("RGBA"))[..., 3] for frame in ImageSequence.Iterator(image)]
+    assert len(alphas) == len(frames)
+    for alpha, frame in zip(alphas, frames, strict=True):
+        assert (alpha == frame[..., 3]).all()
+
+
+def test_a_transparent_animation_s_border_is_what_shows_on_white(finder):
+    """trim=border on frames whose black square stands on transparency: shown on white, the border
+    is the transparency around the square (white, as trim.border.color may say it)."""
+    rgba = np.zeros((120, 160, 4), np.uint8)
+    rgba[30:90, 40:100, 3] = 255  # opaque black
+    rgba[50:60, 60:70, 3] = 0  # with a hole: libwebp writes a picture without one as opaque, cut to the square
+    data = transparent_webp([rgba, rgba[::-1, ::-1].copy()])
+    for options in ("trim=border", "trim=border,trim.border.color=white"):
+        answer = answer_of(finder, data, url_request(options, "webp"))
+        with Image.open(io.BytesIO(answer.body)) as image:
+            assert image.size == (60, 60) and image.n_frames == 2, options
+            assert np.asarray(image.convert("RGBA"))[20:30, 20:30, 3].max() == 0  # the hole, still transparent
+
+
+def test_a_transparent_animation_without_faces_frames_what_shows_on_white():
+    """gravity=auto: black shapes on transparency at the right, shown on white, are the salient
+    window (on the transparency's own black they would be nothing)."""
+    rgba = np.zeros((240, 320, 4), np.uint8)
+    for left, top in [(230, 40), (270, 90), (240, 150), (280, 190)]:
+        rgba[top : top + 24, left : left + 24, 3] = 255  # opaque black squares
+    rgba[0, 0, 3] = 128  # some transparency in every sub-frame libwebp writes
+    moved = rgba.copy()
+    moved[0, 1, 3] = 128  # two frames, not one (identical frames are merged)
+    data = transparent_webp([rgba, moved])
+    no_faces = serve(Settings().detectors, Settings().wire_format, NoFacesModel)  # the finder sees the white
+    request = url_request("width=100,height=240,fit=crop,gravity=auto", "webp")  # frames kept transparent
+    answer = process(data, request, Settings(), no_faces)
+    assert int(answer.headers["X-Crop-Rect"].split(",")[0]) >= 200, answer.headers["X-Crop-Rect"]
 
 
 def test_an_animation_too_costly_once_trimmed_and_turned_is_refused_before_a_frame_is_decoded(finder, monkeypatch):
