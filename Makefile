@@ -40,10 +40,13 @@ serve: $(MODEL) $(JEMALLOC)
 	$(PY) -m local_triton.serve
 
 # Only the process that wrote build/serve.pid: a serve killed outright leaves the file, and its pid may
-# since be another process's.
+# since be another process's. Returns once it has exited (Triton and the gateway stopped, their ports
+# free: `make stop && make serve` restarts), or after a minute.
 stop:
 	@if [ -f build/serve.pid ] && grep -qa local_triton.serve /proc/$$(cat build/serve.pid)/cmdline 2>/dev/null; \
-	then kill $$(cat build/serve.pid) && echo "stopping facecrop"; \
+	then pid=$$(cat build/serve.pid); kill $$pid && echo "stopping facecrop"; \
+	  for i in $$(seq 600); do grep -qa local_triton.serve /proc/$$pid/cmdline 2>/dev/null || exit 0; sleep 0.1; done; \
+	  echo "facecrop is still stopping"; \
 	else rm -f build/serve.pid; echo "facecrop is not running"; fi
 
 # Debian's Chromium, for the demo page's end-to-end test (Playwright drives it).

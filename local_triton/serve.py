@@ -13,6 +13,7 @@ import signal
 import socket
 import sys
 import time
+from pathlib import Path
 
 from local_triton import PROJECT_ROOT
 from local_triton.processes import BUILD_DIR, TritonPorts, running_stack
@@ -73,7 +74,17 @@ def main() -> int:
         print(f"facecrop: {error}", file=sys.stderr)
         return 1
     finally:
-        PID_FILE.unlink(missing_ok=True)
+        release(PID_FILE, os.getpid())
+
+
+def release(pid_file: Path, pid: int) -> None:
+    """Remove `pid_file` where it still names `pid`: a serve restarted (`make stop && make serve`)
+    may have written its own while this one was stopping, and `make stop` needs it."""
+    try:
+        if pid_file.read_text().strip() == str(pid):
+            pid_file.unlink()
+    except FileNotFoundError:
+        pass
 
 
 if __name__ == "__main__":

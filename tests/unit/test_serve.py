@@ -15,6 +15,7 @@ from pathlib import Path
 from local_triton import PROJECT_ROOT
 from local_triton.compose import process_status
 from local_triton.processes import free_port, running
+from local_triton.serve import release
 
 
 def test_ports_in_use_are_told_at_once_naming_the_variable_that_moves_each():
@@ -71,6 +72,40 @@ def test_make_stop_stops_only_the_serve_that_wrote_the_pid_file(tmp_path):
         for process in (other, serve):
             process.kill()
             process.wait()
+
+
+# A serve's stand-in that takes a second to stop, as a serve does while Triton and the gateway stop.
+SLOW_TO_STOP = (
+    "import signal, sys, time\n"
+    "signal.signal(signal.SIGTERM, lambda *_: (time.sleep(1), sys.exit(3)))\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(60)"
+)
+
+
+def test_make_stop_returns_once_the_serve_has_exited(tmp_path):
+    """`make stop && make serve`: stop returned while the serve was still stopping, the new one
+    found its ports taken (or took them, and the old one then deleted its pid file)."""
+    (tmp_path / "build").mkdir()
+    serve = subprocess.Popen([sys.executable, "-c", SLOW_TO_STOP, "local_triton.serve"], stdout=subprocess.PIPE)
+    try:
+        assert serve.stdout is not None and serve.stdout.readline() == b"ready\n"  # its handler is in place
+        (tmp_path / "build" / "serve.pid").write_text(str(serve.pid))
+        assert make_stop(tmp_path) == "stopping facecrop"
+        assert serve.poll() == 3  # exited by its handler before stop returned
+    finally:
+        serve.kill()
+        serve.wait()
+
+
+def test_a_stopping_serve_leaves_the_pid_file_a_restarted_one_wrote(tmp_path):
+    pid_file = tmp_path / "serve.pid"
+    pid_file.write_text("4242")  # the restarted serve's
+    release(pid_file, 1234)  # the old one, done stopping
+    assert pid_file.read_text() == "4242"
+    release(pid_file, 4242)
+    assert not pid_file.exists()
+    release(pid_file, 4242)  # gone already: nothing to do
 
 
 def test_a_process_runs_until_it_has_exited_a_zombie_included():
