@@ -14,9 +14,8 @@ from facecrop_hiding import CONFIDENT
 from gateway.config import Settings
 from gateway.crop import CropPlan, Rect, plan_crop
 from gateway.decode import ImageHeader, decode_image
-from gateway.detection.detections import Detections
 from gateway.detection.passes import FAST_SIZE, detect_frames, run_detection
-from gateway.detection.postprocess import finish
+from gateway.detection.postprocess import across_frames
 from gateway.errors import OutputTooLarge
 from gateway.imaging.animation import check_cost, read_animation
 from gateway.imaging.geometry import border_rect, trim_rect, turn_detections, turn_pixels, turned_size
@@ -99,9 +98,8 @@ def detect(work: Work) -> None:
         frames_found = detect_frames(
             sampled, work.detectors, work.settings, request.detect, work.timer, work.deadline, work.flatten_onto
         )
-        width, height = work.upright_size
         found = frames_found.detections
-        work.found = finish(Detections.concatenate(found), (height, width), request.detect)
+        work.found = across_frames(found)
         work.found_per_frame = found if request.hiding else None
         work.models, work.passes = frames_found.models, frames_found.passes
         work.note(tiles=frames_found.tiles)

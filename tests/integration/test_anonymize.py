@@ -233,6 +233,22 @@ def test_an_animated_crowd_hides_in_every_frame_the_small_faces_only_the_tiled_p
         assert not visible, (frame, visible)
 
 
+def test_an_animation_of_one_photo_repeated_lists_the_faces_its_still_lists(stack):
+    """The largest labeled crowd, and the same with one pixel changed, as an animation: it lists
+    and counts every face the photo as a PNG lists, once (a suppression over both frames' faces
+    together merged faces side by side: 1,750 listed of the still's 1,868)."""
+    images, truths = labeled_set("wider_val_native")
+    picture = Image.open(images / max(truths, key=lambda truth: len(truth["boxes"]))["image"]).convert("RGB")
+    changed = picture.copy()
+    changed.putpixel((0, 0), (0, 0, 0))
+    animation = encoded(picture, "WEBP", save_all=True, append_images=[changed], lossless=True, duration=100)
+    still = anonymize(stack, encoded(picture, "PNG"), {"format": "json"})
+    animated = anonymize(stack, animation, {"format": "json"})
+    assert still.status_code == animated.status_code == 200, animated.text
+    assert animated.headers["X-Face-Count"] == still.headers["X-Face-Count"]
+    assert rectangles(animated.json()["faces"]) == rectangles(still.json()["faces"])
+
+
 @pytest.mark.parametrize("fmt", ["GIF", "WEBP"])
 def test_an_uploaded_animation_stays_one_with_each_frames_own_face_hidden(stack, fmt):
     """An animated GIF or WebP whose face moves: the answer is an animation of as many frames, in

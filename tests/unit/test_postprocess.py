@@ -9,6 +9,7 @@ from gateway.detection.postprocess import (
     NMS_IOU_THRESHOLD,
     TILE_EDGE_MARGIN,
     TILED_MAX_FACE,
+    across_frames,
     detect_faces,
     finish,
     nms,
@@ -314,3 +315,21 @@ def test_a_tile_one_pixel_in_still_has_a_neighbour_before_it():
     assert tile_candidates(faces, (1, 1), (size, size), (size + 1, size + 1), 1.0).boxes.tolist() == [
         [m + 1, m + 1, 61, 61]
     ]
+
+
+def scored(*boxes_and_scores: tuple[list[float], float]) -> Detections:
+    boxes = np.array([box for box, _ in boxes_and_scores], np.float32).reshape(-1, 4)
+    scores = np.array([score for _, score in boxes_and_scores], np.float32)
+    return Detections(scores, boxes, np.zeros((len(boxes), 5, 2), np.float32))
+
+
+def test_an_animation_lists_each_face_once_and_a_frame_s_neighbours_as_two():
+    """Two faces side by side that overlap (IoU 0.5: the fusion may leave such a pair) stay two in
+    a repeated frame; a face seen again in a later frame is listed once, a new one is added; best
+    first. A suppression over both frames together kept one of the pair."""
+    left, right, other = [0, 0, 30, 30], [10, 0, 40, 30], [100, 100, 130, 130]
+    first = scored((left, 0.9), (right, 0.6))
+    later = scored((left, 0.8), (right, 0.7), (other, 0.95))
+    listed = across_frames([first, later])
+    assert listed.boxes.tolist() == [other, left, right] and listed.scores.tolist() == pytest.approx([0.95, 0.9, 0.6])
+    assert len(across_frames([first, first])) == 2 and len(across_frames([Detections.empty(), first])) == 2
