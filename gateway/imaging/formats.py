@@ -77,6 +77,6 @@ def webp_said_transparent(data: bytes) -> bytes:
     where every frame it wrote is an opaque rectangle on the transparent canvas (its first one
     too), and readers that trust the flag (Pillow) then show that canvas black where browsers show
     it transparent; other data as it is."""
-    if data[:4] != b"RIFF" or data[8:16] != b"WEBPVP8X" or data[20] & WEBP_ALPHA_FLAG:
+    if len(data) < 21 or data[:4] != b"RIFF" or data[8:16] != b"WEBPVP8X" or data[20] & WEBP_ALPHA_FLAG:
         return data
     return data[:20] + bytes([data[20] | WEBP_ALPHA_FLAG]) + data[21:]
