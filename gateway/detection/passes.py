@@ -159,10 +159,8 @@ def fused(
     (the standard pass's models first)."""
     per_model = {}
     for name in [*standard, *(name for name in tiled if name not in standard)]:
-        parts = [tiled[name]] if name in tiled else []
-        if name in standard:
-            candidates = standard[name]
-            parts.insert(0, candidates[candidates.scores >= options.min_score])
+        parts = [standard[name][standard[name].scores >= options.min_score]] if name in standard else []
+        parts += [tiled[name]] if name in tiled else []
         per_model[name] = finish(Detections.concatenate(parts), size, options)
     return fuse(per_model)
 
@@ -265,11 +263,11 @@ def detect_frames(
     background: BGR = WHITE,
 ) -> FramesResult:
     """Every face in each of `frames` (upright pixels of one size: an animation's; premultiplied
-    BGRA ones flattened onto `background` as they are sent), by the
-    passes the detail asks for, as a still's: the standard pass, MAX_BATCH frames to a call of each
-    model; then the tiled pass on every frame with detail=high, or with detail=auto where the
-    standard pass saw small faces in any frame (one scene: a face hidden in one frame is hidden
-    in the next). The `deadline` is checked before each call."""
+    BGRA ones flattened onto `background` as they are sent), by the passes the detail asks for, as
+    a still's: the standard pass, MAX_BATCH frames to a call of each model; then the tiled pass on
+    every frame with detail=high, or with detail=auto where the standard pass saw small faces in
+    any frame (one scene: a face hidden in one frame is hidden in the next). The `deadline` is
+    checked before each call."""
     height, width = frames[0].shape[:2]
     target = standard_size(options, settings)
     plan = plan_input(height, width, target, settings.pad_multiple)
@@ -296,7 +294,7 @@ def detect_frames(
         tiled_faces: dict[str, Detections] = {}
         if tiled is not None:
             deadline.check(f"the tiled pass of frame {index} of {len(frames)}")
-            whole = DecodedImage(flattened(pixels, background), "frame", (width, height))
+            whole = DecodedImage(flattened(pixels, background), "frame", (width, height))  # a frame, as decoded
             tiled_faces, count = _tiled_pass(whole, tiled, detectors, tiled_models, settings, options.min_score, timer)
             tiles += count
         with timer.stage("postprocess"):

@@ -4,11 +4,12 @@
 Transparency is kept as a still's is (premultiplied BGRA frames, where the output has alpha: an
 animated WebP's, a GIF's one transparent colour for pixels under half opaque), else flattened
 onto the background colour (gateway/imaging/normalise.py). Frames that grow the picture (a GIF
-frame beyond the logical screen) are placed on the final canvas, as a browser shows them. The cost is bounded before any
-frame is decoded (`check_cost`): at most FACECROP_MAX_ANIMATION_FRAMES frames, 50 MP of source
-frames (Cloudflare's limit) and 50 MP of output frames (frames x the output's size: the work and
-memory of cropping, resizing and encoding grow with it). GIF outputs are quantised per frame with
-Pillow's fast octree (its default median cut is ten times slower per frame).
+frame beyond the logical screen) are placed on the final canvas, as a browser shows them. The
+cost is bounded before any frame is decoded (`check_cost`): at most FACECROP_MAX_ANIMATION_FRAMES
+frames, 50 MP of source frames (Cloudflare's limit) and 50 MP of output frames (frames x the
+output's size: the work and memory of cropping, resizing and encoding grow with it). GIF outputs
+are quantised per frame with Pillow's fast octree (its default median cut is ten times slower per
+frame).
 """
 
 from __future__ import annotations
@@ -127,41 +128,25 @@ def _plays(image: Image.Image) -> int:
 def encode_animation(frames: list[np.ndarray], durations: list[int], plays: int, fmt: str, quality: int) -> bytes:
     """`frames` (BGR, or straight BGRA: transparency kept) as an animated WebP or GIF that plays
     `plays` times (0: forever)."""
-    code = cv2.COLOR_BGRA2RGBA if frames[0].shape[2] == 4 else cv2.COLOR_BGR2RGB
+    transparent = frames[0].shape[2] == 4
+    code = cv2.COLOR_BGRA2RGBA if transparent else cv2.COLOR_BGR2RGB
     pictures = [Image.fromarray(cv2.cvtColor(frame, code)) for frame in frames]
     buffer = io.BytesIO()
     if fmt == "webp":
         pictures[0].save(
             buffer, "WEBP", save_all=True, append_images=pictures[1:], duration=durations, loop=plays, quality=quality
         )
-        if code == cv2.COLOR_BGRA2RGBA:
-            return webp_said_transparent(buffer.getvalue())
-    elif code == cv2.COLOR_BGR2RGB:
-        paletted = [picture.quantize(256, method=Image.Quantize.FASTOCTREE) for picture in pictures]
-        paletted[0].save(
-            buffer, "GIF", save_all=True, append_images=paletted[1:], duration=durations, **gif_loop(plays)
-        )
-    else:
+        return webp_said_transparent(buffer.getvalue()) if transparent else buffer.getvalue()
+    loop = {} if plays == 1 else {"loop": 0 if plays == 0 else plays - 1}  # GIF counts the plays after the first
+    if transparent:
         paletted = transparent_gif_frames(pictures)
         # each frame replaces the last (disposal 2), which would show through its transparency; the
         # palettes as made (not optimised): the transparent entry is GIF_TRANSPARENT in every frame
-        paletted[0].save(
-            buffer,
-            "GIF",
-            save_all=True,
-            append_images=paletted[1:],
-            duration=durations,
-            disposal=2,
-            transparency=GIF_TRANSPARENT,
-            optimize=False,
-            **gif_loop(plays),
-        )
+        clear = {"disposal": 2, "transparency": GIF_TRANSPARENT, "optimize": False}
+    else:
+        paletted, clear = [picture.quantize(256, method=Image.Quantize.FASTOCTREE) for picture in pictures], {}
+    paletted[0].save(buffer, "GIF", save_all=True, append_images=paletted[1:], duration=durations, **loop, **clear)
     return buffer.getvalue()
-
-
-def gif_loop(plays: int) -> dict[str, int]:
-    """GIF's loop count for `plays` (it counts the plays after the first; none: once)."""
-    return {} if plays == 1 else {"loop": 0 if plays == 0 else plays - 1}
 
 
 def transparent_gif_frames(pictures: list[Image.Image]) -> list[Image.Image]:

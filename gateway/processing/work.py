@@ -75,8 +75,8 @@ class Work:
 
     @property
     def flatten_onto(self) -> BGR:
-        """What the decodes before the plan (the detection's, trim=border's) and an animation's frames
-        flatten transparency onto."""
+        """What the pictures seen before the plan (the detection's decode or an animation's frames as
+        sent to it, trim=border's, gravity=auto's) flatten transparency onto."""
         return self.request.output.background or WHITE
 
     @cached_property
