@@ -30,7 +30,13 @@ from PIL import Image
 
 from gateway.errors import ImageTooLarge, MissingImage, UnsupportedImage
 from gateway.imaging.colour import IGNORED, fits
-from gateway.imaging.formats import ANIMATED_FORMATS, SUPPORTED_FORMATS, colour_profile, png_exif_chunk
+from gateway.imaging.formats import (
+    ANIMATED_FORMATS,
+    SUPPORTED_FORMATS,
+    colour_profile,
+    png_exif_chunk,
+    webp_said_transparent,
+)
 from gateway.imaging.normalise import BGR, WHITE, as_bgr, has_alpha, pillow_to_bgr
 from gateway.imaging.orientation import apply_orientation
 from gateway.timing import StageTimer
@@ -122,7 +128,7 @@ def read_header(data: bytes, max_pixels: int, max_side: int = MAX_SIDE) -> Image
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # Pillow warns of bombs (refused below) and of malformed MPOs
-            with Image.open(io.BytesIO(data)) as image:
+            with Image.open(io.BytesIO(webp_said_transparent(data))) as image:
                 orientation = _orientation(image, data)  # first: it puts a PNG's late eXIf in `image.info`
                 icc = colour_profile(image, data)
                 unfit = icc is not None and not fits(icc, image.mode)
@@ -209,7 +215,7 @@ def decode_pixels(
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            with Image.open(io.BytesIO(data)) as image:
+            with Image.open(io.BytesIO(webp_said_transparent(data))) as image:
                 if header.format == "JPEG" and reduction > 1:  # as libjpeg scales it (a CMYK JPEG)
                     image.draft(image.mode, (image.width // reduction, image.height // reduction))
                 image.load()

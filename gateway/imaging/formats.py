@@ -69,14 +69,17 @@ def png_exif_chunk(data: bytes) -> bytes | None:
     return None
 
 
-WEBP_ALPHA_FLAG = 0x10  # VP8X's flag: some of the picture may be transparent
+WEBP_ALPHA_FLAG = 0x10  # VP8X's flags: some of the picture may be transparent
+WEBP_ANIMATION_FLAG = 0x02  # it is an animation
 
 
 def webp_said_transparent(data: bytes) -> bytes:
-    """An extended (VP8X) WebP with its alpha flag set. libwebp's animation encoder leaves it unset
-    where every frame it wrote is an opaque rectangle on the transparent canvas (its first one
-    too), and readers that trust the flag (Pillow) then show that canvas black where browsers show
-    it transparent; other data as it is."""
-    if len(data) < 21 or data[:4] != b"RIFF" or data[8:16] != b"WEBPVP8X" or data[20] & WEBP_ALPHA_FLAG:
+    """An animated WebP with its alpha flag set. libwebp's animation encoder leaves it unset where
+    every frame it wrote is an opaque rectangle on the transparent canvas (its first one too), and
+    readers that trust the flag (Pillow) then show that canvas black where browsers show it
+    transparent; other data (a still WebP too) as it is."""
+    if len(data) < 21 or data[:4] != b"RIFF" or data[8:16] != b"WEBPVP8X":
+        return data
+    if data[20] & WEBP_ALPHA_FLAG or not data[20] & WEBP_ANIMATION_FLAG:
         return data
     return data[:20] + bytes([data[20] | WEBP_ALPHA_FLAG]) + data[21:]

@@ -234,6 +234,8 @@ def test_an_animated_webp_s_transparent_canvas_is_read_and_written_as_browsers_s
     data = animation(frames, "WEBP", [100] * 3, 0)
     assert not data[20] & 0x10  # libwebp's file: no alpha flag
     assert webp_said_transparent(data[:20]) == data[:20]  # cut short: as it is, for the decoder to refuse
+    still = encoded_as(Image.new("RGB", (8, 8)), "WEBP", icc_profile=profiles()["display-p3"])
+    assert still[12:16] == b"VP8X" and webp_said_transparent(still) == still  # a still: opaque, as it says
     kept = read_animation(data, None, (120, 64), 3)
     flat = read_animation(data, WHITE, (120, 64), 3)
     for index, (frame, shown, on_white) in enumerate(zip(frames, kept.frames, flat.frames, strict=True)):

@@ -308,6 +308,20 @@ def test_an_animation_s_transparency_is_kept_where_no_background_is_given(fmt):
     assert "transparency" not in opened(opaque).info
 
 
+def test_the_first_frame_of_an_animated_webp_libwebp_wrote_without_its_alpha_flag_is_transparent():
+    """Opaque squares moving on transparency: libwebp leaves the alpha flag unset, and Pillow showed
+    the canvas black; anim=false's first frame as a PNG is transparent off its square, as Chromium
+    shows it."""
+    frames = []
+    for shift in (0, 24, 48):
+        frame = Image.new("RGBA", (120, 64), (0, 0, 0, 0))
+        frame.paste((200, 40, 40, 255), (shift, 16, shift + 32, 48))
+        frames.append(frame)
+    data = encoded(frames[0], "WEBP", save_all=True, append_images=frames[1:], duration=100)
+    first = np.asarray(opened(process(data, url("anim=false,format=png"), SETTINGS, NO_FACES)).convert("RGBA"))
+    np.testing.assert_array_equal(first[..., 3], np.asarray(frames[0])[..., 3])
+
+
 def test_an_animation_s_transparency_goes_onto_the_background_given():
     answer = process(animation(transparent_corner=True), url("background=red,format=gif", "gif"), SETTINGS, NO_FACES)
     with Image.open(io.BytesIO(answer.body)) as image:
