@@ -14,6 +14,7 @@ from gateway.decode import read_header
 from gateway.detection.detections import faces_json
 from gateway.detection.detectors import Detectors
 from gateway.encode import CONTENT_TYPES, encode_image, output_format
+from gateway.errors import ProcessingTimeout
 from gateway.imaging.animation import encode_animation
 from gateway.imaging.metadata import output_exif
 from gateway.processing.frames import Frame, rendered
@@ -40,6 +41,11 @@ class Answer:
         return json.loads(self.body) if self.media_type == JSON else None
 
 
+# What a 504 on an animation adds: where its cost goes (every frame's passes, at anonymize's defaults
+# the tiled pass too), and what costs less.
+CHEAPER_ANIMATION = "an animation costs less as its first frame (anim=false) or, hiding faces, with preset=fast"
+
+
 def process(
     data: bytes,
     request: ImageRequest,
@@ -56,13 +62,23 @@ def process(
     with timer.stage("decode"):
         header = read_header(data, settings.max_pixels, settings.max_side)
     work = Work(request, data, header, settings, detectors, timer, deadline, note)
+    try:
+        return answered(work)
+    except ProcessingTimeout as late:
+        if work.animation is None:
+            raise
+        raise ProcessingTimeout(f"{late}; {CHEAPER_ANIMATION}") from None
+
+
+def answered(work: Work) -> Answer:
+    """The steps, then the JSON or the frames rendered and encoded; the deadline checked between."""
     for step in STEPS:
-        deadline.check(step.__name__)
+        work.deadline.check(step.__name__)
         step(work)
-    if request.output.format == "json":
+    if work.request.output.format == "json":
         return Answer(JSON, answer_headers(work), json_answer(work))
     frames = rendered(work)
-    deadline.check("encoding")
+    work.deadline.check("encoding")
     body, content_type = encoded(frames, work)
     return Answer(content_type, answer_headers(work, frames[-1]), body)
 

@@ -20,7 +20,7 @@ from gateway.decode import ImageHeader
 from gateway.detection.detectors import serve
 from gateway.errors import ImageTooLarge, ProcessingTimeout
 from gateway.imaging import animation as animation_module
-from gateway.processing.answer import process
+from gateway.processing.answer import CHEAPER_ANIMATION, process
 from gateway.processing.steps import SAMPLED_FRAMES, animation_format, spread
 from gateway.request import Output, anonymize_request, crop_request, detect_request
 from gateway.timing import Deadline
@@ -96,7 +96,9 @@ def test_an_animation_past_its_deadline_stops_at_the_next_frame_not_after_the_la
     with pytest.raises(ProcessingTimeout) as stopped:
         process(animation(), request, SETTINGS, DETECTORS, deadline=Deadline(28.0, clock))
     assert clock.reads == 28
-    assert str(stopped.value).endswith(f"before turn of frame 4 of {FRAMES}")
+    assert str(stopped.value).endswith(
+        f"before turn of frame 4 of {FRAMES}; {CHEAPER_ANIMATION}"
+    )  # and what costs less
     # with time enough, every frame: 5 + 7 x 12 checks and one before encoding
     clock = TickingClock()
     answer = process(animation(), request, SETTINGS, DETECTORS, deadline=Deadline(1000.0, clock))
