@@ -75,17 +75,23 @@ def frames(path: Path) -> list[np.ndarray]:
         return [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
 
 
+# A pixel counts as different between two runs' videos where it moved by more than this many levels:
+# the encoder spreads a small difference over the frames after it by a level or two (see below).
+VISIBLE_LEVELS = 20
+
+
 def assert_same_video(first: Path, second: Path) -> None:
-    """The same video but for a face hidden a little differently: as many frames, each differing in
-    at most 1 % of its pixels. Seen once in four runs of the anonymize test in a full `make test`
-    (and once in 25 alone): the Ray run's first two frames differed in 0.1 and 0.3 % (a strip at
-    the picture's edge, up to 15 levels), the encoder carrying it on faintly for four frames. Not
-    reproduced by the same clip alone, beside other jobs, or with --ray, 20 times each (nor do
-    Triton's batches change onnxruntime's outputs); a Ray run that hid nothing, or other frames,
-    differs in far more."""
+    """The same video but for a face hidden a little differently: as many frames, each with at most
+    1 % of its pixels more than VISIBLE_LEVELS apart. Seen about once in 16 runs of the anonymize
+    test alone: the turned clip's first frame differed at its edge (4 pixels over 20 levels, a strip
+    at the right edge), and x264 carried the difference over every later frame as noise of 0.2-1.5
+    levels on average (8-39 % of the pixels by a level or more, at most 341 pixels over 20 levels
+    in a frame). Not reproduced by the same clip alone, beside other jobs, or with --ray, 20 times
+    each (nor do Triton's batches of 1 to 16 change onnxruntime's outputs); a Ray run that hid
+    nothing, or other frames, differs in far more."""
     ours, theirs = frames(first), frames(second)
     assert len(ours) == len(theirs)
-    shares = [float((a != b).any(axis=2).mean()) for a, b in zip(ours, theirs)]
+    shares = [float((np.abs(a.astype(int) - b) > VISIBLE_LEVELS).any(axis=2).mean()) for a, b in zip(ours, theirs)]
     assert max(shares) <= 0.01, [round(share, 4) for share in shares]
 
 
