@@ -13,7 +13,7 @@ import numpy as np
 from facecrop_hiding import CONFIDENT
 from gateway.config import Settings
 from gateway.crop import CropPlan, Rect, plan_crop
-from gateway.decode import ImageHeader, decode_image
+from gateway.decode import decode_image
 from gateway.detection.passes import FAST_SIZE, detect_frames, run_detection
 from gateway.detection.postprocess import across_frames
 from gateway.errors import OutputTooLarge
@@ -23,30 +23,15 @@ from gateway.imaging.normalise import flattened
 from gateway.imaging.saliency import salient_focus
 from gateway.params import GRAVITIES, CropOptions, Gravity
 from gateway.processing.work import NO_BOXES, Focus, Work
-from gateway.request import Output
 
 SAMPLED_FRAMES = 4  # an animation's frames whose faces decide its crop window (anonymize: every frame)
 CENTRE = GRAVITIES["center"]
-
-
-def animation_format(header: ImageHeader, output: Output) -> str | None:
-    """How an animation goes out where it stays one (anim=true): as JSON, or an animated WebP or GIF
-    (the one asked for; format=auto's WebP where the client takes it, else GIF; the source's own);
-    None for a still (a still source, anim=false, or a format without animations)."""
-    if not (header.animated and output.animated):
-        return None
-    if output.format in (None, "json", "gif", "webp"):
-        return output.format or header.format.lower()
-    if output.negotiated:
-        return "webp" if output.format == "avif" else "gif"
-    return None
 
 
 def load(work: Work) -> None:
     """An animation that stays one: its frames decoded, once their cost is bounded for the window
     without faces (faces move it, and change its size only with zoom: checked again by `plan`). A
     still is decoded by the steps that need its pixels, as small as they allow."""
-    work.animated_as = animation_format(work.header, work.request.output)
     if work.animated_as is None:
         return
     settings = work.settings

@@ -18,7 +18,7 @@ from gateway.encode import keeps_alpha
 from gateway.imaging.animation import Animation
 from gateway.imaging.normalise import BGR, WHITE
 from gateway.params import Gravity
-from gateway.request import ImageRequest
+from gateway.request import ImageRequest, Output
 from gateway.timing import NEVER, Deadline, StageTimer
 
 NO_BOXES = np.zeros((0, 4), np.float32)
@@ -52,7 +52,6 @@ class Work:
     deadline: Deadline = NEVER
     note: Callable[..., None] = unlogged  # tells the request's log line facts (image size, faces)
     image: DecodedImage | None = None  # a still's pixels decoded so far (for the detection: reduced)
-    animated_as: str | None = None  # the format an animation that stays one goes out in (json, webp, gif)
     animation: Animation | None = None  # its every frame, upright
     found: Detections = field(default_factory=Detections.empty)  # faces, in the upright source's pixels
     found_per_frame: list[Detections] | None = None  # an animation's faces in each frame (each hides its own)
@@ -80,10 +79,15 @@ class Work:
         return self.request.output.background or WHITE
 
     @cached_property
+    def animated_as(self) -> str | None:
+        """The format an animation that stays one goes out in (json, webp or gif); None: a still."""
+        return animation_format(self.header, self.request.output)
+
+    @cached_property
     def underlay(self) -> BGR | None:
         """What the answer's transparency goes onto: the background given, else nothing where the
-        output's format (an animation's, once `load` settled it) has an alpha channel (None: kept),
-        else white."""
+        output's format (an animation's where it stays one) has an alpha channel (None: kept), else
+        white."""
         given = self.request.output.background
         if given is not None:
             return given
@@ -95,3 +99,16 @@ class Work:
         """The faces the answer is about (format=json lists, X-Face-Count counts): those hidden, else all."""
         hidden = self.hidden
         return self.faces if hidden is None else hidden
+
+
+def animation_format(header: ImageHeader, output: Output) -> str | None:
+    """How an animation goes out where it stays one (anim=true): as JSON, or an animated WebP or GIF
+    (the one asked for; format=auto's WebP where the client takes it, else GIF; the source's own);
+    None for a still (a still source, anim=false, or a format without animations)."""
+    if not (header.animated and output.animated):
+        return None
+    if output.format in (None, "json", "gif", "webp"):
+        return output.format or header.format.lower()
+    if output.negotiated:
+        return "webp" if output.format == "avif" else "gif"
+    return None

@@ -21,7 +21,8 @@ from gateway.detection.detectors import serve
 from gateway.errors import ImageTooLarge, ProcessingTimeout
 from gateway.imaging import animation as animation_module
 from gateway.processing.answer import CHEAPER_ANIMATION, process
-from gateway.processing.steps import SAMPLED_FRAMES, animation_format, spread
+from gateway.processing.steps import SAMPLED_FRAMES, spread
+from gateway.processing.work import animation_format
 from gateway.request import Output, anonymize_request, crop_request, detect_request
 from gateway.timing import Deadline
 from gateway.url.options import parse_url_options
