@@ -38,6 +38,6 @@ def answer(image_request: ImageRequest) -> ResponseReturnValue:
         image_request,
         services.settings,
         services.detectors,
-        **pipeline_context(services.settings),
+        **pipeline_context(),
     )
     return respond(result)

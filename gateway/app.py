@@ -16,6 +16,7 @@ from gateway.config import Settings
 from gateway.detection.detectors import Detectors, serve
 from gateway.detection.model import Model
 from gateway.errors import ApiError, InternalError, PayloadTooLarge
+from gateway.memory import PixelBudget
 from gateway.triton.client import RegionPool, ThreadClients, TritonModel
 from gateway.triton.wire import WireFormat
 from gateway.uploads import InMemoryRequest
@@ -30,6 +31,7 @@ class Services:
     settings: Settings
     detectors: Detectors
     limit: access.InFlightLimit  # requests decoding, running the model, encoding
+    pixels: PixelBudget  # what those requests hold
     fetcher: Fetcher  # the URL form's HTTP sources
     etags: EtagSealer  # the URL form's ETags
 
@@ -87,7 +89,8 @@ def create_app(settings: Settings | None = None, model_for: Callable[[WireFormat
     )
     limit = access.InFlightLimit(settings.max_in_flight)
     etags = EtagSealer(settings.etag_secret or settings.url_key)
-    app.extensions["facecrop"] = Services(settings, detectors, limit, fetcher, etags)
+    pixels = PixelBudget(settings.max_pixels_in_flight)
+    app.extensions["facecrop"] = Services(settings, detectors, limit, pixels, fetcher, etags)
     observe.configure_logging()
 
     app.before_request(observe.start_request)

@@ -84,6 +84,14 @@ class Settings:
         "requests one worker decodes, runs the models for and encodes at once (the API's, and the URL "
         "form's once their source is here); more get 429 with `Retry-After` at once",
     )
+    max_pixels_in_flight: int = setting(
+        48_000_000,
+        "pixels one worker's requests hold at once (each its source's or its output's, the larger, times an "
+        "animation's frames): one that would go over waits, in arrival order, for those before it, up to its "
+        "deadline (504); one larger than this runs alone. Bounds a worker's memory in bursts of large photos "
+        "([Operating](operating.md#memory-per-request))",
+        "`48000000` (four 12 MP photos)",
+    )
     api_keys: tuple[str, ...] = setting(
         (), "comma-separated keys required as `Authorization: Bearer KEY` on the API (none: no authentication)"
     )
@@ -159,7 +167,13 @@ class Settings:
             raise ValueError(f"FACECROP_MODEL_NAMES renames models among {', '.join(sorted(known))}")
         if self.triton_shm not in ("auto", "on", "off"):
             raise ValueError("FACECROP_TRITON_SHM must be one of auto, on, off")
-        for name in ("max_in_flight", "fetch_concurrency", "fetch_per_origin", "source_breaker_failures"):
+        for name in (
+            "max_in_flight",
+            "max_pixels_in_flight",
+            "fetch_concurrency",
+            "fetch_per_origin",
+            "source_breaker_failures",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"FACECROP_{name.upper()} must be at least 1")
         if self.target_size <= 0 or self.target_size % 32:

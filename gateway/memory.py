@@ -1,4 +1,5 @@
-"""Give a worker's unused pages back to the system when it goes quiet (jemalloc with its decay off).
+"""A worker's memory: the pixels its requests hold at once, bounded (PixelBudget); and its unused
+pages given back to the system when it goes quiet (jemalloc with its decay off).
 
 jemalloc's own decay purges pages while requests still come; each 12 MP photo then touches its
 buffers afresh, ~3,000 page faults and 15-20 % more gateway CPU (bench/README.md). With decay
@@ -13,8 +14,12 @@ from __future__ import annotations
 import ctypes
 import threading
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+
+from gateway.timing import Deadline
 
 ALL_ARENAS = 4096  # MALLCTL_ARENAS_ALL
 CHECK_S = 1.0
@@ -94,3 +99,45 @@ def start_idle_purge(handled: Callable[[], int]) -> bool:
 
     threading.Thread(target=run, name="facecrop-idle-purge", daemon=True).start()
     return True
+
+
+class PixelBudget:
+    """The pixels one worker's requests hold at once (FACECROP_MAX_PIXELS_IN_FLIGHT): a request whose
+    pixels would take the total over `capacity` waits, in arrival order, for those before it to
+    finish, up to its deadline (ProcessingTimeout, 504); one larger than the whole runs alone.
+    `capacity` None: no bound (a batch job, a test)."""
+
+    def __init__(self, capacity: int | None = None):
+        self.capacity = capacity
+        self.held_pixels = 0
+        self._queue: deque[object] = deque()
+        self._changed = threading.Condition()
+
+    @contextmanager
+    def held(self, pixels: int, deadline: Deadline) -> Iterator[None]:
+        """Hold `pixels` (at most the whole budget) while the block runs."""
+        if self.capacity is None:
+            yield
+            return
+        weight, ticket = min(pixels, self.capacity), object()
+        with self._changed:
+            self._queue.append(ticket)
+            try:
+                while self._queue[0] is not ticket or (self.held_pixels and self.held_pixels + weight > self.capacity):
+                    deadline.check("its pixels fit the worker's budget (FACECROP_MAX_PIXELS_IN_FLIGHT)")
+                    self._changed.wait(deadline.remaining())
+            finally:
+                self._queue.remove(ticket)
+                self._changed.notify_all()  # the next in line may fit too, or be first now
+            self.held_pixels += weight
+        try:
+            yield
+        finally:
+            with self._changed:
+                self.held_pixels -= weight
+                self._changed.notify_all()
+
+    def waiting(self) -> int:
+        """Requests waiting for their pixels to fit."""
+        with self._changed:
+            return len(self._queue)

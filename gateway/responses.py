@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import Response, g
+from flask import Response, current_app, g
 
 from gateway import observe
 from gateway.config import Settings
@@ -21,6 +21,13 @@ def request_deadline(settings: Settings) -> Deadline:
     return Deadline.after(settings.request_timeout_s, started=g.started)
 
 
-def pipeline_context(settings: Settings) -> dict:
-    """What `process` takes from the request being served: its timer, deadline and log line."""
-    return {"timer": g.timer, "deadline": request_deadline(settings), "note": observe.note}
+def pipeline_context() -> dict:
+    """What `process` takes from the request being served (its timer, deadline and log line) and
+    from the worker (its pixel budget)."""
+    services = current_app.extensions["facecrop"]
+    return {
+        "timer": g.timer,
+        "deadline": request_deadline(services.settings),
+        "note": observe.note,
+        "budget": services.pixels,
+    }

@@ -1,5 +1,5 @@
-"""Per-request stage timings (fetch, decode, resize, preprocess, infer, postprocess, crop, anonymize, colour,
-encode), and the deadline a request's processing is held to."""
+"""Per-request stage timings (fetch, decode, queue, resize, preprocess, infer, postprocess, crop, anonymize,
+colour, encode), and the deadline a request's processing is held to."""
 
 from __future__ import annotations
 
@@ -24,6 +24,10 @@ class Deadline:
     def after(seconds: float, started: float | None = None, clock: Callable[[], float] = time.perf_counter) -> Deadline:
         """`seconds` after `started` (now where None), on `clock`."""
         return Deadline((clock() if started is None else started) + seconds, clock)
+
+    def remaining(self) -> float | None:
+        """Seconds of `clock` left (none below 0); None where there is no deadline."""
+        return None if self.at == float("inf") else max(0.0, self.at - self.clock())
 
     def check(self, before: str) -> None:
         """Raise ProcessingTimeout (504) once the deadline has passed; `before`: what would run next."""

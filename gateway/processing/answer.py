@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 
 from facecrop_hiding import regions
@@ -17,13 +18,15 @@ from gateway.encode import CONTENT_TYPES, encode_image, output_format
 from gateway.errors import ProcessingTimeout
 from gateway.imaging.animation import encode_animation
 from gateway.imaging.metadata import output_exif
+from gateway.memory import PixelBudget
 from gateway.processing.frames import Frame, rendered
-from gateway.processing.steps import STEPS
+from gateway.processing.steps import STEPS, pixels_held
 from gateway.processing.work import Work, unlogged
 from gateway.request import ImageRequest
 from gateway.timing import NEVER, Deadline, StageTimer
 
 JSON = "application/json"
+UNBOUNDED = PixelBudget()  # a batch job's or a test's: no bound on the pixels held at once
 
 
 @dataclass(frozen=True)
@@ -54,16 +57,21 @@ def process(
     timer: StageTimer | None = None,
     deadline: Deadline = NEVER,
     note: Callable[..., None] = unlogged,
+    budget: PixelBudget = UNBOUNDED,
 ) -> Answer:
-    """The answer to `request` for the source's bytes: its header read (once), the steps run in
-    order, then the JSON or every frame's pixels, encoded; the `deadline` checked before each step
-    and each frame's steps (ProcessingTimeout, 504); `note` told the facts a log line keeps."""
+    """The answer to `request` for the source's bytes: its header read (once), its pixels held in
+    the worker's `budget` (waiting, as the stage `queue`, until they fit), the steps run in order,
+    then the JSON or every frame's pixels, encoded; the `deadline` checked before each step and each
+    frame's steps, and while it waits (ProcessingTimeout, 504); `note` told the facts a log line keeps."""
     timer = timer or StageTimer()
     with timer.stage("decode"):
         header = read_header(data, settings.max_pixels, settings.max_side)
     work = Work(request, data, header, settings, detectors, timer, deadline, note)
     try:
-        return answered(work)
+        with ExitStack() as held:
+            with timer.stage("queue"):
+                held.enter_context(budget.held(pixels_held(work), deadline))
+            return answered(work)
     except ProcessingTimeout as late:
         if work.animation is None:
             raise

@@ -51,6 +51,16 @@ def frame_bound(work: Work) -> tuple[int, int]:
     return within_limits(centred(window, turned), window, work.settings).size
 
 
+def pixels_held(work: Work) -> int:
+    """What the request's pixels weigh in the worker's budget, before any is decoded: the larger of
+    the upright source's and its output frame's (without faces), times an animation's frames where
+    it stays one."""
+    width, height = work.header.upright_size
+    out_width, out_height = frame_bound(work)
+    frames = work.header.frames if work.animated_as else 1
+    return max(width * height, out_width * out_height) * frames
+
+
 def centred(window: CropOptions, size: tuple[int, int]) -> CropPlan:
     """The window without faces, centred in a picture of `size`."""
     return plan_crop(NO_BOXES, size, replace(window, gravity=CENTRE))

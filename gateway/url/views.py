@@ -124,9 +124,7 @@ def serve(tail: str, query: str) -> ResponseReturnValue:
     if client_gone(request.environ.get("gunicorn.socket")):
         raise ClientGone("the client closed its connection")
     services.limit.admit()
-    answer = process(
-        loaded.data, options.request(fmt, quality), settings, services.detectors, **pipeline_context(settings)
-    )
+    answer = process(loaded.data, options.request(fmt, quality), settings, services.detectors, **pipeline_context())
     return respond(answer, headers)
 
 

@@ -1,17 +1,18 @@
-"""Operating the gateway: metrics, request ids and logs, API keys, overload, deadlines."""
+"""Operating the gateway: metrics, request ids and logs, API keys, overload, memory, deadlines."""
 
 import io
 import re
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 import requests
 from PIL import Image, PngImagePlugin
 
 from evaluation.images import photo
-from local_triton.processes import running_gateway
+from local_triton.processes import child_pids, running_gateway
 from tests.support import gateway_log, log_line
 
 ASTRONAUT = "demo/skimage_astronaut.jpg"
@@ -64,7 +65,7 @@ def test_request_ids_and_one_json_log_line_without_image_content(stack):
     line = log_line(request_id)
     assert line["status"] == 200 and line["endpoint"] == "/v1/detect" and line["faces"] == 1
     assert line["image"] == {"width": 512, "height": 512, "format": "PNG"}
-    stages = {"decode", "resize", "preprocess", "infer", "postprocess"}
+    stages = {"decode", "queue", "resize", "preprocess", "infer", "postprocess"}
     assert set(line["stages_ms"]) == set(line["stages_cpu_ms"]) == stages
     assert (
         sum(line["stages_cpu_ms"].values()) - 0.5 <= line["cpu_ms"] <= line["duration_ms"] + 0.1
@@ -127,6 +128,35 @@ def test_requests_over_the_in_flight_limit_get_429_at_once(stack):
         # answered without waiting for the admitted request to finish (only for the GIL)
         assert log_line(response.headers["X-Request-ID"], "limited")["duration_ms"] < 500
     assert min(t for _, t in rejected) < 1.0
+
+
+def resident_mib(pid: int, field: str) -> float:
+    """A process's resident memory (VmRSS) or its peak (VmHWM), as the OS counts it, in MiB."""
+    return int(Path(f"/proc/{pid}/status").read_text().split(f"{field}:")[1].split()[0]) / 1024
+
+
+def test_a_burst_of_phone_photos_is_held_to_the_workers_pixel_budget(stack):
+    """Eight 12 MP photos at once, faces hidden, in one worker whose budget holds one of them: its
+    peak resident memory grows about as much as for one photo alone, not eight times (~440 MiB
+    over its baseline, where every photo is decoded at once: measured without the budget)."""
+    env = {"FACECROP_WORKERS": "1", "FACECROP_MAX_PIXELS_IN_FLIGHT": "12000000"}
+    source = Image.open(photo("demo/widertest_20_Family_Group_Family_Group_20_217.jpg")).convert("RGB")
+    buffer = io.BytesIO()
+    source.resize((4032, 3024), Image.Resampling.LANCZOS).save(buffer, "JPEG", quality=90)
+    with running_gateway(stack.triton_grpc, env, name="pixel-budget") as extra:
+        (worker,) = child_pids(extra.process.pid)
+
+        def hide(_: int) -> int:
+            return post(extra.url, buffer.getvalue(), "/v1/anonymize").status_code
+
+        Path(f"/proc/{worker}/clear_refs").write_text("5")  # the peak starts again from here
+        baseline = resident_mib(worker, "VmRSS")  # before any photo: the pages one frees, the next reuses
+        assert hide(0) == 200
+        alone = resident_mib(worker, "VmHWM") - baseline
+        with ThreadPoolExecutor(8) as pool:
+            assert list(pool.map(hide, range(8))) == [200] * 8
+        burst = resident_mib(worker, "VmHWM") - baseline
+    assert burst <= 1.5 * alone + 32, f"eight at once: +{burst:.0f} MiB; one alone: +{alone:.0f} MiB"
 
 
 def test_a_call_over_its_deadline_is_answered_504(stack):

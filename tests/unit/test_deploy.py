@@ -327,6 +327,35 @@ def test_kubernetes_pieces():
     assert {("Service", "triton"), ("Service", "gateway")} <= set(kinds)
 
 
+WORKER_MIB = 150  # a worker's own resident memory after a mixed day (`make soak`: 142-146 MiB)
+MIB_PER_MEGAPIXEL = 8.5  # the costliest request measured in process: a 98 MP RGBA PNG's faces hidden, +828 MiB
+
+
+def mebibytes(quantity: str) -> float:
+    """A Kubernetes memory quantity (Mi, Gi) in MiB."""
+    number, unit = re.fullmatch(r"(\d+)(Mi|Gi)", quantity).groups()  # type: ignore[union-attr]
+    return int(number) * (1024 if unit == "Gi" else 1)
+
+
+def test_the_gateways_memory_limit_holds_each_worker_at_its_worst():
+    """Each worker: itself, the larger of its pixel budget and the largest request (which runs alone),
+    and the bodies it may hold (requests in flight and the URL form's fetches), as docs/operating.md
+    sizes it."""
+    kinds = {(doc["kind"], doc["metadata"]["name"]): doc for doc in manifests()}
+    beside_triton = yaml.safe_load((KUBERNETES / "components/gateway-beside-triton/triton-patch.yaml").read_text())
+    gateways = [
+        kinds[("Deployment", "gateway")]["spec"]["template"]["spec"]["containers"][0],
+        next(c for c in beside_triton["spec"]["template"]["spec"]["containers"] if c["name"] == "gateway"),
+    ]
+    for gateway in gateways:
+        env = {item["name"]: item["value"] for item in gateway["env"] if "value" in item}
+        settings = Settings.from_env(env)
+        megapixels = max(settings.max_pixels_in_flight, settings.max_pixels) / 1e6
+        bodies = (settings.max_in_flight + settings.fetch_concurrency) * settings.max_upload_bytes / 2**20
+        worst = int(env["FACECROP_WORKERS"]) * (WORKER_MIB + MIB_PER_MEGAPIXEL * megapixels + bodies)
+        assert mebibytes(gateway["resources"]["limits"]["memory"]) >= worst, gateway["name"]
+
+
 def pins(path: Path) -> dict[str, str]:
     found = {}
     for line in path.read_text().splitlines():

@@ -1,16 +1,145 @@
-"""The idle purge's decisions (gateway/memory.py), one check at a time."""
+"""A worker's memory (gateway/memory.py): the pixel budget's order and bounds, between threads; the
+idle purge's decisions, one check at a time."""
 
 import ctypes.util
 import os
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
 
 import pytest
 
-from gateway.memory import IdlePurge, Jemalloc
+from gateway.errors import ProcessingTimeout
+from gateway.memory import IdlePurge, Jemalloc, PixelBudget
+from gateway.timing import NEVER, Deadline
 from local_triton.allocators import allocator_env
 
 MIB = 1024 * 1024
+
+
+def wait_for(condition: Callable[[], bool]) -> None:
+    """Until `condition` holds (a thread has reached a wait): the event, not a pause."""
+    limit = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < limit, "the threads never reached the expected state"
+        time.sleep(0.001)
+
+
+class Holder:
+    """A thread holding `pixels` of the budget until told to let go; `entered` once it holds them."""
+
+    def __init__(self, budget: PixelBudget, pixels: int, order: list[str], name: str):
+        self.entered, self.go, self.failed = threading.Event(), threading.Event(), None
+
+        def run() -> None:
+            try:
+                with budget.held(pixels, NEVER):
+                    order.append(name)
+                    self.entered.set()
+                    self.go.wait()
+            except Exception as error:  # reported by let_go
+                self.failed = error
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def let_go(self) -> None:
+        self.go.set()
+        self.thread.join(30)
+        assert not self.thread.is_alive() and self.failed is None
+
+
+def test_requests_that_fit_the_budget_hold_it_together_and_one_over_it_waits():
+    budget, order = PixelBudget(10), []
+    with budget.held(4, NEVER), budget.held(6, NEVER):  # 10 of 10: no wait
+        assert budget.held_pixels == 10
+        late = Holder(budget, 1, order, "late")
+        wait_for(lambda: budget.waiting() == 1)
+        assert not late.entered.is_set()
+    assert late.entered.wait(30)
+    assert order == ["late"] and budget.held_pixels == 1
+    late.let_go()
+    assert budget.held_pixels == 0 and budget.waiting() == 0
+
+
+def test_requests_wait_in_arrival_order_so_a_large_one_is_not_passed_by_small_ones():
+    budget, order = PixelBudget(10), []
+    first = Holder(budget, 5, order, "first")
+    assert first.entered.wait(30)
+    large = Holder(budget, 10, order, "large")  # 5 + 10 > 10: waits for the first
+    wait_for(lambda: budget.waiting() == 1)
+    small = Holder(budget, 1, order, "small")  # 5 + 1 fits, but the large one came before it
+    wait_for(lambda: budget.waiting() == 2 or small.entered.is_set())
+    assert not small.entered.is_set()
+    first.let_go()
+    assert large.entered.wait(30)
+    assert budget.waiting() == 1 and not small.entered.is_set()  # 10 + 1 > 10: after the large one
+    large.let_go()
+    assert small.entered.wait(30)
+    small.let_go()
+    assert order == ["first", "large", "small"]
+
+
+def test_the_next_in_line_goes_in_when_the_one_before_it_gives_up():
+    budget, order, now = PixelBudget(10), [], [0.0]
+    first = Holder(budget, 5, order, "first")
+    assert first.entered.wait(30)
+    gave_up = threading.Event()
+
+    def impatient() -> None:  # 5 + 10 > 10: waits until its deadline (moved by the test) passes
+        with pytest.raises(ProcessingTimeout), budget.held(10, Deadline(1.0, clock=lambda: now[0])):
+            pass
+        gave_up.set()
+
+    threading.Thread(target=impatient, daemon=True).start()
+    wait_for(lambda: budget.waiting() == 1)
+    small = Holder(budget, 1, order, "small")  # fits beside the first, but waits behind the impatient one
+    wait_for(lambda: budget.waiting() == 2)
+    now[0] = 2.0
+    assert gave_up.wait(30)
+    assert small.entered.wait(30)  # told, though no one let go of any pixels
+    assert order == ["first", "small"]
+    small.let_go()
+    first.let_go()
+
+
+def test_a_request_larger_than_the_budget_runs_alone():
+    budget, order = PixelBudget(10), []
+    with budget.held(25, NEVER):
+        assert budget.held_pixels == 10  # the whole budget, no more
+        other = Holder(budget, 1, order, "other")
+        wait_for(lambda: budget.waiting() == 1)
+    assert other.entered.wait(30)
+    other.let_go()
+    assert order == ["other"]
+
+
+def test_a_request_whose_deadline_passes_while_it_waits_is_504_and_leaves_the_line():
+    budget, order = PixelBudget(10), []
+    with budget.held(10, NEVER):
+        already_past = Deadline(0.0)  # refused without waiting
+        with pytest.raises(ProcessingTimeout, match="FACECROP_MAX_PIXELS_IN_FLIGHT"), budget.held(1, already_past):
+            pass
+        ticks = iter([0.0, 0.0, 1.0])  # the wait's own timeout passes, then the deadline has
+        with pytest.raises(ProcessingTimeout), budget.held(1, Deadline(0.5, clock=lambda: next(ticks))):
+            pass
+        assert budget.waiting() == 0
+        after = Holder(budget, 1, order, "after")
+        wait_for(lambda: budget.waiting() == 1)
+    assert after.entered.wait(30)  # the timed-out tickets block no one
+    after.let_go()
+    assert budget.held_pixels == 0
+
+
+def test_no_capacity_no_bound():
+    budget = PixelBudget()
+    with ExitStack() as held:
+        for _ in range(100):
+            held.enter_context(budget.held(10**9, Deadline(0.0)))
+        assert budget.waiting() == 0
 
 
 class Worker:

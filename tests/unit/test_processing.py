@@ -7,6 +7,8 @@ import io
 import subprocess
 import sys
 import tracemalloc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 
 import numpy as np
@@ -20,6 +22,7 @@ from gateway.decode import ImageHeader
 from gateway.detection.detectors import serve
 from gateway.errors import ImageTooLarge, ProcessingTimeout
 from gateway.imaging import animation as animation_module
+from gateway.memory import PixelBudget
 from gateway.processing.answer import CHEAPER_ANIMATION, process
 from gateway.processing.steps import SAMPLED_FRAMES, spread
 from gateway.processing.work import animation_format
@@ -60,6 +63,33 @@ def test_process_answers_a_picture_and_json_without_a_request_context():
     assert found.document == {"image": {"width": 512, "height": 512}, "faces": []}
     assert found.headers["X-Face-Count"] == "0"
     assert facts["faces"] == 0 and facts["image"]["width"] == 512  # what the log line keeps
+
+
+class RecordingBudget(PixelBudget):
+    """No bound; the pixels each request asked to hold."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[int] = []
+
+    @contextmanager
+    def held(self, pixels: int, deadline: Deadline) -> Iterator[None]:
+        self.asked.append(pixels)
+        yield
+
+
+def test_a_request_holds_its_sources_or_its_outputs_pixels_whichever_is_more_for_each_frame_it_keeps():
+    still, gif, budget = encoded(astronaut(), "PNG"), animation(), RecordingBudget()
+    for data, request in [
+        (still, detect_request({})),
+        (still, crop_request({"width": "64", "height": "64"})),
+        (still, crop_request({"width": "4096", "height": "2048"})),  # enlarged: the output is more
+        (gif, anonymize_request({})),
+        (gif, anonymize_request({"anim": "false"})),  # its first frame
+        (gif, crop_request({"width": "128", "height": "96"})),
+    ]:
+        process(data, request, SETTINGS, DETECTORS, budget=budget)
+    assert budget.asked == [512 * 512, 512 * 512, 4096 * 2048, FRAMES * 64 * 64, 64 * 64, FRAMES * 128 * 96]
 
 
 def test_a_deadline_that_passed_stops_before_the_next_step():
