@@ -85,12 +85,12 @@ class Settings:
         "form's once their source is here); more get 429 with `Retry-After` at once",
     )
     max_pixels_in_flight: int = setting(
-        48_000_000,
+        100_000_000,
         "pixels one worker's requests hold at once (each its source's or its output's, the larger, times an "
         "animation's frames): one that would go over waits, in arrival order, for those before it, up to its "
         "deadline (504); one larger than this runs alone. Bounds a worker's memory in bursts of large photos "
         "([Operating](operating.md#memory-per-request))",
-        "`48000000` (four 12 MP photos)",
+        "`100000000` (`FACECROP_MAX_PIXELS`'s: never more than the largest image alone; eight 12 MP photos)",
     )
     api_keys: tuple[str, ...] = setting(
         (), "comma-separated keys required as `Authorization: Bearer KEY` on the API (none: no authentication)"
