@@ -32,9 +32,11 @@ from gateway.errors import ImageTooLarge, MissingImage, UnsupportedImage
 from gateway.imaging.colour import IGNORED, fits
 from gateway.imaging.formats import (
     ANIMATED_FORMATS,
+    PREVIEW_ONLY,
     SUPPORTED_FORMATS,
     colour_profile,
     png_exif_chunk,
+    preview_only,
     webp_said_transparent,
 )
 from gateway.imaging.normalise import BGR, WHITE, as_bgr, has_alpha, pillow_to_bgr
@@ -145,6 +147,7 @@ def read_header(data: bytes, max_pixels: int, max_side: int = MAX_SIDE) -> Image
                     animated=image.format in ANIMATED_FORMATS and bool(getattr(image, "is_animated", False)),
                     frames=getattr(image, "n_frames", 1),
                 )
+                preview = preview_only(image)
     except Image.DecompressionBombError:
         raise ImageTooLarge(f"the image declares more than {max_pixels} pixels") from None
     except ValueError as error:
@@ -155,6 +158,8 @@ def read_header(data: bytes, max_pixels: int, max_side: int = MAX_SIDE) -> Image
         raise _unreadable() from None
     if header.format not in SUPPORTED_FORMATS:
         raise UnsupportedImage(f"image format {header.format or 'unknown'} is not supported")
+    if preview:
+        raise UnsupportedImage(PREVIEW_ONLY)
     if header.width < 1 or header.height < 1:
         raise UnsupportedImage("the image has no pixels")
     if header.width * header.height > max_pixels or max(header.width, header.height) > max_side:

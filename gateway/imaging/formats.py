@@ -28,6 +28,21 @@ SUPPORTED_FORMATS = frozenset({"JPEG", "PNG", "WEBP", "BMP", "GIF", "TIFF", "AVI
 ANIMATED_FORMATS = frozenset({"GIF", "WEBP"})
 NCLX_P3 = (12, 13)  # colour primaries (SMPTE EG 432-1, P3 D65), transfer (IEC 61966-2-1, sRGB's)
 NCLX_SEARCH_BYTES = 1 << 16  # the colr box sits in the header, near the start
+NEW_SUBFILE_TYPE, REDUCED_RESOLUTION, DNG_VERSION = 254, 1, 50706  # TIFF tags, and the bit of the first
+PREVIEW_ONLY = (
+    "a camera RAW file (DNG, NEF, ...) or a TIFF whose first image is a preview of another is not supported "
+    "(its photo cannot be read, only a small preview): send the photo as JPEG, HEIC, PNG, WebP or AVIF"
+)
+
+
+def preview_only(image: Image.Image) -> bool:
+    """Whether the TIFF Pillow reads from is a camera RAW (a DNG, or a first image marked as a
+    reduced-resolution preview of another, as NEF and ARW files have): Pillow would read that
+    small preview, not the photo."""
+    if image.format != "TIFF":
+        return False
+    tags = getattr(image, "tag_v2", {})
+    return DNG_VERSION in tags or bool(int(tags.get(NEW_SUBFILE_TYPE, 0)) & REDUCED_RESOLUTION)
 
 
 def colour_profile(image: Image.Image, data: bytes) -> bytes | None:

@@ -1,9 +1,11 @@
 """POST /v1/detect through the real gateway and the real Triton."""
 
+import io
+
 import numpy as np
 import pytest
 import requests
-from PIL import Image
+from PIL import Image, TiffImagePlugin
 
 from evaluation.images import ASTRONAUT, ASTRONAUT_FACE, CROWD, encoded, photo, png_declaring
 from gateway.config import Settings
@@ -103,6 +105,21 @@ def test_missing_image(stack):
 @pytest.mark.parametrize("data", [b"this is not an image", b"\xff\xd8\xff\xe0" + b"\x00" * 64, b"GIF89a"])
 def test_undecodable_bytes(stack, data):
     error_of(detect(stack, data), 415, "unsupported_image")
+
+
+def test_a_camera_raw_is_refused_not_answered_from_its_preview(stack):
+    """A DNG whose first image is its 256-pixel preview (as Apple's ProRAW): Pillow reads that
+    preview, and its seven faces were answered (hidden in a 256x212 JPEG) as if it were the photo."""
+    directory = TiffImagePlugin.ImageFileDirectory_v2()
+    directory[254], directory.tagtype[254] = 1, 4  # NewSubFileType: a reduced-resolution image
+    directory[50706], directory.tagtype[50706] = b"\x01\x04\x00\x00", 1  # DNGVersion 1.4
+    preview = Image.open(photo("demo/widertest_20_Family_Group_Family_Group_20_217.jpg")).resize((256, 212))
+    buffer = io.BytesIO()
+    preview.save(buffer, "TIFF", tiffinfo=directory)
+    dng = {"Content-Type": "image/x-adobe-dng"}
+    for path in ("/v1/detect", "/v1/anonymize"):
+        answer = requests.post(f"{stack.gateway}{path}", data=buffer.getvalue(), headers=dng, timeout=30)
+        assert "camera RAW" in error_of(answer, 415, "unsupported_image")["message"]
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from functools import cache
 import cv2
 import numpy as np
 import pytest
-from PIL import Image, ImageOps, PngImagePlugin
+from PIL import Image, ImageOps, PngImagePlugin, TiffImagePlugin
 
 from evaluation.corpus import corpus, over, png_chunk, png_chunks, reference
 from evaluation.images import STORED_AS, astronaut, encoded, png_declaring
@@ -217,6 +217,41 @@ def test_a_tiff_is_turned_by_its_decoder_so_its_orientation_is_1():
     exif[0x0112] = 6
     tiff = read_header(encoded(Image.new("RGB", (8, 6)), "TIFF", exif=exif), 10_000)
     assert (tiff.orientation, tiff.upright_size) == (1, (6, 8))
+
+
+def tiff_tagged(tags: dict[int, tuple[int, object]]) -> bytes:
+    """An 8x6 TIFF whose first directory has `tags` too (tag: (TIFF type, value))."""
+    directory = TiffImagePlugin.ImageFileDirectory_v2()
+    for tag, (kind, value) in tags.items():
+        directory[tag] = value
+        directory.tagtype[tag] = kind
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 6)).save(buffer, "TIFF", tiffinfo=directory)
+    return buffer.getvalue()
+
+
+DNG_VERSION, NEW_SUBFILE_TYPE = 50706, 254
+
+
+@pytest.mark.parametrize(
+    "tags",
+    [
+        {DNG_VERSION: (1, b"\x01\x04\x00\x00")},
+        {NEW_SUBFILE_TYPE: (4, 1)},
+        {NEW_SUBFILE_TYPE: (4, 1), DNG_VERSION: (1, b"\x01\x06\x00\x00")},
+    ],
+    ids=["a DNG", "a preview first (NEF, ARW)", "a DNG, a preview first (ProRAW)"],
+)
+def test_a_camera_raw_is_refused_not_read_as_its_preview(tags):
+    with pytest.raises(UnsupportedImage) as refused:
+        read_header(tiff_tagged(tags), 10_000)
+    assert refused.value.message.startswith("a camera RAW file (DNG, NEF, ...)")
+
+
+def test_a_tiff_page_that_is_no_preview_is_read():
+    """A page of a multi-page document (NewSubFileType bit 1), not a reduced-resolution one (bit 0)."""
+    header = read_header(tiff_tagged({NEW_SUBFILE_TYPE: (4, 2)}), 10_000)
+    assert (header.format, header.width, header.height) == ("TIFF", 8, 6)
 
 
 def test_a_cmyk_jpeg_is_reduced_in_its_decode_and_its_profile_is_spent():

@@ -69,7 +69,18 @@ def test_every_stage_is_timed_under_its_own_name():
         process(
             data, url("anonymize=blur,brightness=1.2,width=300,height=300,gravity=face"), SETTINGS, detectors, timer
         )
-    expected = {"decode", "queue", "resize", "preprocess", "infer", "postprocess", "crop", "colour", "filters", "encode"}
+    expected = {
+        "decode",
+        "queue",
+        "resize",
+        "preprocess",
+        "infer",
+        "postprocess",
+        "crop",
+        "colour",
+        "filters",
+        "encode",
+    }
     assert expected <= set(timer.seconds) and set(timer.seconds) <= expected | {"anonymize"}
     squares = squares_picture([(100, 100, 80)], (800, 600))
     hidden = CountingTimer()
