@@ -28,7 +28,8 @@ SUPPORTED_FORMATS = frozenset({"JPEG", "PNG", "WEBP", "BMP", "GIF", "TIFF", "AVI
 ANIMATED_FORMATS = frozenset({"GIF", "WEBP"})
 NCLX_P3 = (12, 13)  # colour primaries (SMPTE EG 432-1, P3 D65), transfer (IEC 61966-2-1, sRGB's)
 NCLX_SEARCH_BYTES = 1 << 16  # the colr box sits in the header, near the start
-NEW_SUBFILE_TYPE, REDUCED_RESOLUTION, DNG_VERSION = 254, 1, 50706  # TIFF tags, and the bit of the first
+NEW_SUBFILE_TYPE, REDUCED_RESOLUTION = 254, 1  # a TIFF tag, and its bit for a preview of another image
+DNG_VERSION = 50706  # the TIFF tag every DNG has
 PREVIEW_ONLY = (
     "a camera RAW file (DNG, NEF, ...) or a TIFF whose first image is a preview of another is not supported "
     "(its photo cannot be read, only a small preview): send the photo as JPEG, HEIC, PNG, WebP or AVIF"
