@@ -17,6 +17,10 @@ from gateway.imaging.orientation import apply_orientation
 from gateway.timing import StageTimer
 from gateway.triton.wire import WireFormat
 
+# A small image (an avatar, an animation's frames) is enlarged for the models at most this many
+# times: more only blurs it, and costs the model work of a 1024-pixel photo. Chosen on every labeled
+# set shrunk to 64-320 pixels, each set held out in turn (bench/results/2026-11-28-session-20.md).
+MAX_ENLARGEMENT = 3.0
 # detail=high: the tiled pass never enlarges the original more than this, and runs only where
 # it sees the image at least this many times larger than the standard pass (see tiled_scale).
 MAX_TILED_UPSCALE = 2.0
@@ -41,14 +45,15 @@ class InputPlan:
 
 
 def scale_for(height: int, width: int, target_size: int) -> float:
-    """Scale that brings the longer side to `target_size`, enlarging small images too."""
-    return target_size / max(height, width)
+    """Scale that brings the longer side to `target_size`, enlarging a small image at most
+    MAX_ENLARGEMENT times."""
+    return min(target_size / max(height, width), MAX_ENLARGEMENT)
 
 
 def canonical_shape(height: int, width: int, target_size: int, pad_multiple: int) -> tuple[int, int]:
     """Pad each side up to a multiple of `pad_multiple` (at most `target_size`).
 
-    Images whose long side is `target_size` then fall into a handful of shapes, which lets
+    Images then fall into a handful of shapes (most with a long side of `target_size`), which lets
     Triton batch requests together and TensorRT keep one engine profile.
     """
 
@@ -142,7 +147,8 @@ def _resized_into(pixels: np.ndarray, scale: float, orientation: int, slot: np.n
 
 
 def plan_input(height: int, width: int, target_size: int, pad_multiple: int) -> InputPlan:
-    """The standard pass's input for an (H, W) image: the longer side at `target_size`, padded."""
+    """The standard pass's input for an (H, W) image: the longer side at `target_size` (a small
+    image's at most MAX_ENLARGEMENT times its own), padded."""
     scale = scale_for(height, width, target_size)
     resized = (max(1, round(height * scale)), max(1, round(width * scale)))
     return InputPlan(size=canonical_shape(*resized, target_size, pad_multiple), scale=scale)

@@ -9,7 +9,7 @@ import yaml
 from tritonclient.grpc import model_config_pb2
 
 from gateway.detection.detectors import every_wire_format
-from gateway.detection.preprocess import canonical_shape
+from gateway.detection.preprocess import plan_input
 from local_triton import PROJECT_ROOT
 from local_triton.processes import PRODUCTION_REPOSITORY
 from local_triton.render import cuda_variant_text, load_config, local_config, render_repository
@@ -71,8 +71,8 @@ def test_warmup_covers_every_canonical_shape(model):
     """The GPU deployments' shapes, each warmed up (engines built before traffic)."""
     config = config_of(model)
     channels_first = list(config.input[0].dims).index(3) == 0
-    canonical = {canonical_shape(h, 1024, 1024, gpu_pad_multiple()) for h in range(1, 1025)}
-    canonical |= {(w, h) for h, w in canonical}
+    sides, pad = range(1, 3000, 7), gpu_pad_multiple()  # from 1 pixel (enlarged three times) to large photos
+    canonical = {plan_input(h, w, 1024, pad).size for h in sides for w in sides}
     layout = {(3, h, w) if channels_first else (h, w, 3) for h, w in canonical}
     warmups = [w.inputs["input"] for w in config.model_warmup]
     assert {tuple(w.dims) for w in warmups} == layout
