@@ -176,7 +176,8 @@ def png16(image: Image.Image, icc: bytes) -> bytes:
 
 
 def animation(frames: list[Image.Image], container: str, durations: list[int], loop: int | None) -> bytes:
-    """An animated GIF or WebP of `frames`, each with its duration (ms); `loop` as Pillow takes it."""
+    """An animated GIF, WebP, PNG or AVIF of `frames`, each with its duration (ms); `loop` as Pillow
+    takes it."""
     extra = {} if loop is None else {"loop": loop}
     return encoded_as(frames[0], container, save_all=True, append_images=frames[1:], duration=durations, **extra)
 

@@ -64,7 +64,7 @@ class ImageHeader:
     exif: bytes = b""  # the source's EXIF block, for outputs that keep some of it (gateway/imaging/metadata.py)
     mode: str = "RGB"  # Pillow's name for the samples: RGB, L, P, RGBA, CMYK, LAB, I;16, ...
     transparent: bool = False  # an alpha channel or a transparent colour: flattened, or kept (decode_pixels)
-    animated: bool = False  # a GIF or WebP of more than one frame
+    animated: bool = False  # a GIF, WebP, APNG or AVIF sequence of more than one frame
     frames: int = 1  # the frames the file holds (an APNG's, a GIF's, a WebP's)
 
     @property

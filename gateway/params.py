@@ -89,7 +89,7 @@ DETECT = (
     ),
 )
 # An animation stays one (the upload API's /v1/crop and /v1/anonymize, and the URL form: Cloudflare's `anim`).
-ANIM = Parameter("anim", "boolean", True, "`false`: an animated GIF or WebP's first frame, as a still.")
+ANIM = Parameter("anim", "boolean", True, "`false`: an animation's first frame (GIF, WebP, APNG, AVIF), as a still.")
 CROP = (
     Parameter(
         "width", "integer", None, "Output width; alone, the height follows the region's aspect ratio.", 1, MAX_CROP_SIDE
@@ -129,9 +129,10 @@ CROP = (
         "format",
         "choice",
         None,
-        "Output format (default: the input's if jpeg, png, webp or avif, else jpeg; an animated GIF or WebP its "
+        "Output format (default: the input's if jpeg, png, webp or avif, else jpeg; an animation its "
         "own); png, webp and avif keep transparency, gif its pixels under half opaque, jpeg has it on white. "
-        "An animation goes out animated as gif or webp, as its first frame in the others.",
+        "An animation goes out animated as gif, webp or its own format (an APNG's png, an AVIF sequence's avif), "
+        "as its first frame in the others.",
         choices=("jpeg", "png", "webp", "avif", "gif", "json"),
     ),
     Parameter("quality", "integer", 85, "JPEG, WebP and AVIF quality.", 1, 100),

@@ -28,7 +28,7 @@ IMAGE_SUFFIXES = frozenset(
 )
 VIDEO_SUFFIXES = frozenset({".mp4", ".mov", ".m4v", ".mkv", ".webm", ".avi"})  # batch --mode anonymize
 CROP_SUFFIXES = {"jpeg": ".jpg", "png": ".png", "webp": ".webp", "avif": ".avif", "gif": ".gif"}
-# the format a photo's picture goes out in, by its suffix (an animated GIF or WebP stays animated)
+# the format a photo's picture goes out in, by its suffix (an animated GIF, WebP, PNG or AVIF stays animated)
 SUFFIX_FORMATS = {".jpg": "jpeg", ".jpeg": "jpeg", ".png": "png", ".webp": "webp", ".avif": "avif", ".gif": "gif"}
 PARTIAL_SUFFIX = ".partial"
 

@@ -125,7 +125,7 @@ def add_picture_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--format",
         choices=("jpeg", "png", "webp", "avif", "gif"),
-        help="default: the input's (jpeg for others); an animated GIF or WebP stays animated as gif or webp",
+        help="default: the input's (jpeg for others); an animation stays one as gif, webp or its own format",
     )
     parser.add_argument("--quality", type=int)
 

@@ -1,5 +1,6 @@
-"""Animations kept as animations (GIF and WebP in; animated WebP or GIF out), as Cloudflare's
-`anim=true`: every frame, as a viewer composites it, with its duration, and the loop count.
+"""Animations kept as animations (GIF, WebP, APNG and AVIF sequences in; animated WebP or GIF out,
+or the source's own APNG or AVIF), as Cloudflare's `anim=true`: every frame a viewer plays, as it
+composites it, with its duration, and the loop count.
 
 Transparency is kept as a still's is (premultiplied BGRA frames, where the output has alpha: an
 animated WebP's, a GIF's one transparent colour for pixels under half opaque), else flattened
@@ -24,11 +25,10 @@ import numpy as np
 from PIL import Image, ImageSequence
 
 from gateway.errors import ImageTooLarge, UnsupportedImage
-from gateway.imaging.formats import webp_said_transparent
+from gateway.imaging.formats import AVIF_SPEED, webp_said_transparent
 from gateway.imaging.normalise import BGR, WHITE, pillow_to_bgr
 
 MAX_ANIMATION_PIXELS = 50_000_000  # source frames x their area (Cloudflare's), and output frames x theirs
-ANIMATION_FORMATS = frozenset({"gif", "webp"})
 
 
 GIF_TRANSPARENT = 255  # a GIF frame's transparent palette index; the colours get the other 255
@@ -71,18 +71,19 @@ def check_cost(frames: int, source: tuple[int, int], output: tuple[int, int], ma
 
 
 def read_animation(data: bytes, background: BGR | None, output: tuple[int, int], max_frames: int) -> Animation:
-    """Every frame of a GIF or WebP, composited and flattened onto `background` (BGR; None: its
-    transparency kept, every frame premultiplied BGRA where any pixel of any is transparent), once
-    `check_cost` passed it for answers of `output` (W, H) frames."""
+    """Every frame a viewer plays of a GIF, WebP, APNG or AVIF sequence, composited and flattened
+    onto `background` (BGR; None: its transparency kept, every frame premultiplied BGRA where any
+    pixel of any is transparent), once `check_cost` passed it for answers of `output` (W, H) frames."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(webp_said_transparent(data))) as image:  # its canvas as browsers show it
-                check_cost(getattr(image, "n_frames", 1), image.size, output, max_frames)
+                skipped = int(bool(image.info.get("default_image")))  # an APNG's still for viewers without APNG
+                check_cost(getattr(image, "n_frames", 1) - skipped, image.size, output, max_frames)
                 plays = _plays(image)
                 frames, durations = [], []
-                for frame in ImageSequence.Iterator(image):
-                    frame.load()  # WebP sets a frame's duration once it is loaded
+                for frame in itertools.islice(ImageSequence.Iterator(image), skipped, None):
+                    frame.load()  # WebP and AVIF set a frame's duration once it is loaded
                     durations.append(int(frame.info.get("duration", 0)))
                     frames.append(pillow_to_bgr(frame, background)[0])
     except ImageTooLarge:
@@ -118,7 +119,8 @@ def on_one_canvas(frames: list[np.ndarray], background: BGR | None) -> list[np.n
 
 def _plays(image: Image.Image) -> int:
     """How many times the animation plays: GIF's loop count says how many times more (none: once),
-    WebP's how many in all; 0 is forever in both."""
+    WebP's and APNG's how many in all; 0 is forever in all three, and for an AVIF sequence (Pillow
+    reads no count from it)."""
     loop = image.info.get("loop")
     if image.format == "GIF":
         return 1 if loop is None else (0 if loop == 0 else int(loop) + 1)
@@ -126,17 +128,22 @@ def _plays(image: Image.Image) -> int:
 
 
 def encode_animation(frames: list[np.ndarray], durations: list[int], plays: int, fmt: str, quality: int) -> bytes:
-    """`frames` (BGR, or straight BGRA: transparency kept) as an animated WebP or GIF that plays
-    `plays` times (0: forever)."""
+    """`frames` (BGR, or straight BGRA: transparency kept) as an animated WebP, GIF or APNG that plays
+    `plays` times (0: forever), or an AVIF sequence (which Pillow writes to play forever)."""
     transparent = frames[0].shape[2] == 4
     code = cv2.COLOR_BGRA2RGBA if transparent else cv2.COLOR_BGR2RGB
     pictures = [Image.fromarray(cv2.cvtColor(frame, code)) for frame in frames]
     buffer = io.BytesIO()
+    every = {"save_all": True, "append_images": pictures[1:], "duration": durations}
     if fmt == "webp":
-        pictures[0].save(
-            buffer, "WEBP", save_all=True, append_images=pictures[1:], duration=durations, loop=plays, quality=quality
-        )
+        pictures[0].save(buffer, "WEBP", **every, loop=plays, quality=quality)
         return webp_said_transparent(buffer.getvalue()) if transparent else buffer.getvalue()
+    if fmt == "png":  # each frame replaces the last where they differ (APNG's blend "source")
+        pictures[0].save(buffer, "PNG", **every, loop=plays, compress_level=3)
+        return buffer.getvalue()
+    if fmt == "avif":
+        pictures[0].save(buffer, "AVIF", **every, quality=quality, speed=AVIF_SPEED)
+        return buffer.getvalue()
     loop = {} if plays == 1 else {"loop": 0 if plays == 0 else plays - 1}  # GIF counts the plays after the first
     if transparent:
         paletted = transparent_gif_frames(pictures)

@@ -139,17 +139,17 @@ def json_answer(work: Work) -> bytes:
 
 def encoded(frames: list[Frame], work: Work) -> tuple[bytes, str]:
     """The frames as the answer's body and its content type: an animation's in its animated format,
-    a still in the output's format (encode.output_format settles it), with no metadata but the EXIF
-    a JPEG keeps."""
+    a still in the output's format (encode.output_format settles either: AVIF past its bound is
+    WebP), with no metadata but the EXIF a JPEG keeps."""
     output, header = work.request.output, work.header
     pixels = [frame.finished for frame in frames]
     with work.timer.stage("encode"):
+        height, width = pixels[0].shape[:2]
+        requested = work.animated_as or output.format
+        fmt = output_format(requested, header.format, (width, height), output.avif_max_side)
         if work.animation is not None:
-            assert work.animated_as is not None
-            animation, fmt = work.animation, work.animated_as
+            animation = work.animation
             body = encode_animation(pixels, animation.durations, animation.plays, fmt, output.quality)
             return body, CONTENT_TYPES[fmt]
         exif = output_exif(header.exif, output.metadata, hidden_faces=work.request.hiding is not None)
-        height, width = pixels[0].shape[:2]
-        fmt = output_format(output.format, header.format, (width, height), output.avif_max_side)
         return encode_image(pixels[0], fmt, output.quality, output.progressive, exif), CONTENT_TYPES[fmt]

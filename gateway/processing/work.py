@@ -103,12 +103,12 @@ class Work:
 
 def animation_format(header: ImageHeader, output: Output) -> str | None:
     """How an animation goes out where it stays one (anim=true): as JSON, or an animated WebP or GIF
-    (the one asked for; format=auto's WebP where the client takes it, else GIF; the source's own);
-    None for a still (a still source, anim=false, or a format without animations)."""
+    (the one asked for; format=auto's WebP where the client takes it, else GIF), or the source's own
+    (an APNG's or AVIF sequence's too); None for a still (a still source, anim=false, or another
+    format: a GIF asked for as PNG is its first frame, as Cloudflare answers)."""
     if not (header.animated and output.animated):
         return None
-    if output.format in (None, "json", "gif", "webp"):
-        return output.format or header.format.lower()
-    if output.negotiated:
-        return "webp" if output.format == "avif" else "gif"
-    return None
+    if output.negotiated:  # WebP where the client takes AVIF or WebP (not every AVIF reader plays sequences)
+        return "gif" if output.format == "jpeg" else "webp"
+    own = header.format.lower()
+    return output.format or own if output.format in (None, "json", "gif", "webp", own) else None

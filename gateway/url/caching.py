@@ -27,7 +27,7 @@ from werkzeug.http import parse_accept_header, parse_etags
 
 from gateway.encode import AVIF_AVAILABLE
 
-PIPELINE_VERSION = "7"  # raised whenever the same source and options would give other pixels
+PIPELINE_VERSION = "8"  # raised whenever the same source and options would give other pixels
 DEFAULT_MAX_AGE = 86_400  # when the origin says nothing
 MIN_MAX_AGE = 3_600  # also where a 304 from the origin does not repeat its Cache-Control
 ERROR_MAX_AGE = 60  # answers that a retry will not change: no such source, not an image, too large

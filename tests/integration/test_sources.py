@@ -193,6 +193,8 @@ def originals(tmp_path_factory, astronaut):
     frames = [crowd.rotate(angle) for angle in (0, 2, 4, 6, 8, 10)]
     (root / "party.gif").write_bytes(animation(frames, "GIF", [100, 80, 60, 100, 120, 200], loop=0))
     (root / "party.webp").write_bytes(animation(frames, "WEBP", [100, 80, 60, 100, 120, 200], loop=3))
+    (root / "party.png").write_bytes(animation(frames, "PNG", [100, 80, 60, 100, 120, 200], loop=2))
+    (root / "party.avif").write_bytes(animation(frames, "AVIF", [100, 80, 60, 100, 120, 200], loop=None))
     (root / "once.gif").write_bytes(animation(frames[:3], "GIF", [50, 50, 50], loop=None))
     (root / "moving.gif").write_bytes(animation(moving_frames(astronaut), "GIF", [100] * len(MOVES), loop=0))
     bomb = [Image.new("RGB", (2000, 2000), (i, i, i)) for i in range(14)]  # 56 MP of frames, a few kB of file
@@ -238,6 +240,10 @@ FACE_CROP = "width=128,height=128,fit=cover,gravity=face"
         ("party.webp", FACE_CROP, "*/*", ("WEBP", 3)),
         ("party.webp", f"{FACE_CROP},f=gif", "*/*", ("GIF", 2)),  # plays 3 times: GIF says "2 more"
         ("once.gif", "width=100", "*/*", ("GIF", None)),
+        ("party.png", FACE_CROP, "*/*", ("PNG", 2)),  # an APNG, as itself
+        ("party.png", f"{FACE_CROP},f=png", "*/*", ("PNG", 2)),
+        ("party.png", f"{FACE_CROP},f=auto", "image/avif,image/webp,*/*", ("WEBP", 2)),
+        ("party.avif", FACE_CROP, "*/*", ("AVIF", None)),  # an AVIF sequence plays forever
     ],
 )
 def test_an_animation_stays_one_with_its_timing_and_loop(by_url, originals, name, options, accept, expected):
@@ -294,6 +300,8 @@ def test_one_window_holds_the_faces_of_every_frame_and_anim_false_is_a_still(by_
     still = url(by_url, f"{FACE_CROP},anim=false", "party.gif")
     assert still.headers["Content-Type"] == "image/jpeg" and "X-Frames" not in still.headers
     assert url(by_url, f"{FACE_CROP},f=jpeg", "party.gif").headers["Content-Type"] == "image/jpeg"
+    as_png = url(by_url, f"{FACE_CROP},f=png", "party.gif")  # a GIF asked for as a PNG: a still, as Cloudflare's
+    assert as_png.headers["Content-Type"] == "image/png" and "X-Frames" not in as_png.headers
 
 
 def test_anonymize_hides_the_faces_of_every_frame(by_url, originals):

@@ -151,7 +151,11 @@ def test_a_header_says_mode_frames_animation_and_exif():
     gif = read_header(encoded(frames[0], "GIF", save_all=True, append_images=frames[1:]), 10_000)
     assert (gif.format, gif.mode, gif.frames, gif.animated) == ("GIF", "P", 3, True)
     apng = read_header(encoded(frames[0].convert("RGB"), "PNG", save_all=True, append_images=frames[1:]), 10_000)
-    assert (apng.frames, apng.animated) == (3, False)  # an APNG is read as its first frame: not animated
+    assert (apng.format, apng.frames, apng.animated) == ("PNG", 3, True)
+    avif = read_header(encoded(frames[0].convert("RGB"), "AVIF", save_all=True, append_images=frames[1:]), 10_000)
+    assert (avif.format, avif.frames, avif.animated) == ("AVIF", 3, True)
+    pages = read_header(encoded(frames[0].convert("RGB"), "TIFF", save_all=True, append_images=frames[1:]), 10_000)
+    assert (pages.frames, pages.animated) == (3, False)  # a multi-page TIFF is read as its first page
     exif = Image.Exif()
     exif[0x010F] = "PhoneMaker"
     jpeg = read_header(encoded(Image.new("RGB", (8, 6)), "JPEG", exif=exif), 10_000)

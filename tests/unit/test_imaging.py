@@ -176,17 +176,40 @@ def test_exif_kept_as_cloudflare_keeps_it():
 
 
 @pytest.mark.parametrize(
-    ("container", "loop", "plays"), [("GIF", None, 1), ("GIF", 0, 0), ("GIF", 2, 3), ("WEBP", 0, 0), ("WEBP", 3, 3)]
+    ("container", "loop", "plays"),
+    [("GIF", None, 1), ("GIF", 0, 0), ("GIF", 2, 3), ("WEBP", 0, 0), ("WEBP", 3, 3), ("PNG", 0, 0), ("PNG", 3, 3)],
 )
-def test_an_animation_plays_as_often_in_either_container(container, loop, plays):
+def test_an_animation_plays_as_often_in_any_container(container, loop, plays):
     frames = [Image.new("RGB", (8, 8), (i * 40, 0, 0)) for i in range(3)]
     read_back = read_animation(animation(frames, container, [10, 20, 30], loop), WHITE, (8, 8), 3)
     assert read_back.plays == plays and read_back.durations == [10, 20, 30] and len(read_back.frames) == 3
-    for target in ("GIF", "WEBP"):
+    assert [int(frame[0, 0, 2]) for frame in read_back.frames] == pytest.approx([0, 40, 80], abs=4)  # lossy WebP
+    for target in ("GIF", "WEBP", "PNG"):
         again = read_animation(
             encode_animation(read_back.frames, read_back.durations, plays, target.lower(), 90), WHITE, (8, 8), 3
         )
         assert again.plays == plays and again.durations == [10, 20, 30]
+
+
+def test_an_avif_sequence_is_read_and_written_frame_by_frame_playing_forever():
+    """Pillow reads no loop count from an AVIF sequence, nor writes one: it plays forever."""
+    frames = [Image.new("RGB", (16, 16), (i * 100, 50, 200 - i * 100)) for i in range(3)]
+    read_back = read_animation(animation(frames, "AVIF", [10, 20, 30], None), WHITE, (16, 16), 3)
+    again = read_animation(encode_animation(read_back.frames, [10, 20, 30], 0, "avif", 90), WHITE, (16, 16), 3)
+    for sequence in (read_back, again):
+        assert sequence.plays == 0 and sequence.durations == [10, 20, 30]
+        reds = [int(frame[8, 8, 2]) for frame in sequence.frames]
+        assert reds == pytest.approx([0, 100, 200], abs=6), reds
+
+
+def test_an_apng_s_default_image_is_not_one_of_its_frames():
+    """An APNG whose default image is a still for viewers without APNG ("update your browser")
+    plays the frames after it: the default image is neither shown nor counted."""
+    still, *played = [Image.new("RGB", (8, 8), colour) for colour in ((255, 255, 255), (200, 0, 0), (0, 0, 200))]
+    data = encoded_as(still, "PNG", save_all=True, append_images=played, default_image=True, duration=[40, 60])
+    read_back = read_animation(data, WHITE, (8, 8), 2)  # two frames: within a limit of two
+    assert read_back.durations == [40, 60]
+    assert [frame[0, 0].tolist() for frame in read_back.frames] == [[0, 0, 200], [200, 0, 0]]
 
 
 @pytest.mark.parametrize(

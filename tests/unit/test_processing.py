@@ -167,6 +167,26 @@ def test_how_an_animation_goes_out(output, expected):
     assert animation_format(replace(gif, animated=False, frames=1), output) is None  # a still
 
 
+@pytest.mark.parametrize(
+    ("source", "output", "expected"),
+    [
+        ("PNG", Output(animated=True), "png"),  # an APNG, as itself
+        ("PNG", Output(format="png", animated=True), "png"),
+        ("AVIF", Output(format="avif", animated=True), "avif"),
+        ("AVIF", Output(format="gif", animated=True), "gif"),
+        (
+            "AVIF",
+            Output(format="avif", animated=True, negotiated=True),
+            "webp",
+        ),  # format=auto: not every reader plays AVIF sequences
+        ("GIF", Output(format="png", animated=True), None),  # a GIF asked for as a PNG: its first frame
+        ("WEBP", Output(format="avif", animated=True), None),
+    ],
+)
+def test_an_apng_or_avif_sequence_stays_one_in_its_own_format(source, output, expected):
+    assert animation_format(ImageHeader(source, 64, 64, 1, animated=True, frames=3), output) == expected
+
+
 def test_an_animation_whose_output_frames_cost_too_much_is_refused_before_any_frame_is_decoded(monkeypatch):
     """12 frames of 64x64 asked for at 2200x2200 (58 MP of output frames, over 50): 413 before a
     single frame is decoded, not after every one."""

@@ -280,15 +280,16 @@ def test_the_output_format_is_the_inputs_unless_asked_and_avif_bounded_by_size()
     assert process(large, url("format=auto", "avif"), SETTINGS, NO_FACES).media_type == "image/webp"
 
 
-def animation(transparent_corner: bool = False) -> bytes:
+def animation(transparent_corner: bool = False, container: str = "GIF", size: tuple[int, int] = (120, 80)) -> bytes:
     frames = []
     for index in range(4):
-        frame = detailed((120, 80)).rotate(90 * index).convert("RGBA")
+        frame = detailed(size).rotate(90 * index).convert("RGBA")
         if transparent_corner:
             frame.paste((0, 0, 0, 0), (0, 0, 40, 40))
         frames.append(frame)
     buffer = io.BytesIO()
-    frames[0].save(buffer, "GIF", save_all=True, append_images=frames[1:], duration=70, loop=0, disposal=2)
+    disposal = {"disposal": 2} if container == "GIF" else {}
+    frames[0].save(buffer, container, save_all=True, append_images=frames[1:], duration=70, loop=0, **disposal)
     return buffer.getvalue()
 
 
@@ -299,15 +300,16 @@ def test_an_animation_goes_out_in_the_format_and_quality_asked():
     assert len(rough.body) < len(webp.body) * 0.8
 
 
-@pytest.mark.parametrize("fmt", ["gif", "webp", "input"])
-def test_an_animation_s_transparency_is_kept_where_no_background_is_given(fmt):
-    """A GIF whose frames have a transparent corner, out as a GIF (asked for, or as its source's
-    format) or an animated WebP: each frame's corner stays transparent and the rest is Pillow's
-    frame (they were flattened onto white); an opaque animation gets no transparency."""
-    data = animation(transparent_corner=True)
+@pytest.mark.parametrize(("container", "fmt"), [("GIF", "gif"), ("GIF", "webp"), ("GIF", "input"), ("PNG", "input")])
+def test_an_animation_s_transparency_is_kept_where_no_background_is_given(container, fmt):
+    """A GIF (or APNG) whose frames have a transparent corner, out as a GIF (asked for, or as its
+    source's format), an animated WebP or an APNG: each frame's corner stays transparent and the
+    rest is Pillow's frame (they were flattened onto white); an opaque animation gets no
+    transparency."""
+    data = animation(transparent_corner=True, container=container)
     options = "quality=100" if fmt == "input" else f"format={fmt},quality=100"
     answer = process(data, url(options, fmt), SETTINGS, NO_FACES)
-    assert answer.media_type == ("image/webp" if fmt == "webp" else "image/gif")
+    assert answer.media_type == {"webp": "image/webp", "input": f"image/{container.lower()}"}.get(fmt, "image/gif")
     with Image.open(io.BytesIO(data)) as source, Image.open(io.BytesIO(answer.body)) as image:
         expected = [np.asarray(frame.convert("RGBA")).astype(int) for frame in ImageSequence.Iterator(source)]
         got = [np.asarray(frame.convert("RGBA")).astype(int) for frame in ImageSequence.Iterator(image)]
@@ -317,6 +319,17 @@ def test_an_animation_s_transparency_is_kept_where_no_background_is_given(fmt):
         assert np.abs(have[..., :3] - want[..., :3])[want[..., 3] == 255].mean() < 6  # WebP's own loss: 3-4.5
     opaque = process(animation(), url("format=gif", "gif"), SETTINGS, NO_FACES)
     assert "transparency" not in opened(opaque).info
+
+
+@pytest.mark.skipif(not AVIF_AVAILABLE, reason="no AVIF encoder here")
+def test_an_avif_sequence_stays_one_and_goes_out_as_webp_past_avif_s_bound():
+    """An AVIF sequence stays an AVIF sequence; past AVIF's bound on the output's side (its encoding
+    cost), an animated WebP, as a still AVIF is a still WebP."""
+    small = process(animation(container="AVIF"), url("format=avif", "avif"), SETTINGS, NO_FACES)
+    assert small.media_type == "image/avif" and opened(small).n_frames == 4
+    large = animation(container="AVIF", size=(AVIF_MAX_SIDE + 8, 40))
+    answer = process(large, url("format=avif", "avif"), SETTINGS, NO_FACES)
+    assert answer.media_type == "image/webp" and opened(answer).format == "WEBP" and opened(answer).n_frames == 4
 
 
 def test_the_first_frame_of_an_animated_webp_libwebp_wrote_without_its_alpha_flag_is_transparent():
