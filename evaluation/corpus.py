@@ -74,6 +74,21 @@ def apng(png: bytes, size: tuple[int, int]) -> bytes:
     return png[:8] + head + png_chunk(b"acTL", struct.pack(">II", 2, 0)) + frames + png_chunk(b"IEND", b"")
 
 
+def apng_blended() -> bytes:
+    """An APNG (Pillow's writer: each later frame only the rectangle that changed) on a transparent
+    ground whose later frames are blended over the ones before (APNG's "over"): a viewer shows
+    composites, not the stored rectangles. (Pillow blends a half-transparent pixel over a
+    transparent one as a mix, (200, 40, 0, 128) over (0, 255, 0, 0) as (100, 147, 0, 64): so its
+    pixels are opaque or transparent.)"""
+    frames = [transparent()]
+    for shift in (1, 2):
+        frame = frames[0].copy()
+        frame.paste((200, 40 * shift, 0, 255), (12 * shift, 10 * shift, 12 * shift + 30, 10 * shift + 20))
+        frames.append(frame)
+    options = {"duration": [50, 60, 70], "blend": [0, 1, 1], "loop": 0}
+    return encoded_as(frames[0], "PNG", save_all=True, append_images=frames[1:], **options)
+
+
 def deep(alpha: bool) -> np.ndarray:
     """`upright()` as 16-bit BGR (BGRA with `alpha`: opaque inside, transparent border, half-transparent
     band), each sample's low byte unlike its high one, so a reader that swaps them is far off."""
@@ -227,6 +242,7 @@ def corpus() -> dict[str, bytes]:
         "apng-16bit": apng(png16(alpha=False), SIZE),
         "apng-16bit-alpha": apng(png16(alpha=True), SIZE),
         "apng-8bit": apng(encoded_as(upright(), "PNG"), SIZE),
+        "apng-blended": apng_blended(),
         "mpo": mpo(),
         "gif-no-palette": gif_without_palette(),
         "gif-disposal": gif_with_disposal(),

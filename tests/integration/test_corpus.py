@@ -26,7 +26,7 @@ ALPHA_OUTPUTS = frozenset({"png", "webp", "avif"})  # transparency kept (no back
 WHITE, BLACK, RED = (255, 255, 255), (0, 0, 0), (255, 0, 0)
 MAX_MEAN_ERROR = 1.5  # levels, beyond what the lossy codec alone costs (a turn or a lost alpha: 60 and more)
 WHOLE = {"gravity": "center", "zoom": "0", "quality": "95"}
-ANIMATED = ("gif-disposal", "gif-no-palette")
+ANIMATED = ("gif-disposal", "gif-no-palette", "apng-blended")
 
 
 @pytest.fixture(scope="module")
