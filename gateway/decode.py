@@ -223,6 +223,8 @@ def decode_pixels(
             with Image.open(io.BytesIO(webp_said_transparent(data))) as image:
                 if header.format == "JPEG" and reduction > 1:  # as libjpeg scales it (a CMYK JPEG)
                     image.draft(image.mode, (image.width // reduction, image.height // reduction))
+                if image.info.get("default_image") and header.frames > 1:
+                    image.seek(1)  # an APNG's first frame played, not its still for viewers without APNG
                 image.load()
                 return pillow_to_bgr(image, background)
     except Exception:

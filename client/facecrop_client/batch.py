@@ -24,12 +24,21 @@ from facecrop_client.models import AnonymizeResult, CropResult
 from facecrop_client.sources import Folder, Item, Source
 
 IMAGE_SUFFIXES = frozenset(
-    {".jpg", ".jpeg", ".png", ".webp", ".avif", ".heic", ".heif", ".bmp", ".gif", ".tif", ".tiff"}
+    {".jpg", ".jpeg", ".png", ".apng", ".webp", ".avif", ".avifs", ".heic", ".heif", ".bmp", ".gif", ".tif", ".tiff"}
 )
 VIDEO_SUFFIXES = frozenset({".mp4", ".mov", ".m4v", ".mkv", ".webm", ".avi"})  # batch --mode anonymize
 CROP_SUFFIXES = {"jpeg": ".jpg", "png": ".png", "webp": ".webp", "avif": ".avif", "gif": ".gif"}
 # the format a photo's picture goes out in, by its suffix (an animated GIF, WebP, PNG or AVIF stays animated)
-SUFFIX_FORMATS = {".jpg": "jpeg", ".jpeg": "jpeg", ".png": "png", ".webp": "webp", ".avif": "avif", ".gif": "gif"}
+SUFFIX_FORMATS = {
+    ".jpg": "jpeg",
+    ".jpeg": "jpeg",
+    ".png": "png",
+    ".apng": "png",
+    ".webp": "webp",
+    ".avif": "avif",
+    ".avifs": "avif",
+    ".gif": "gif",
+}
 PARTIAL_SUFFIX = ".partial"
 
 

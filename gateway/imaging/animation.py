@@ -27,12 +27,14 @@ from PIL import Image, ImageSequence
 from gateway.errors import ImageTooLarge, UnsupportedImage
 from gateway.imaging.formats import AVIF_SPEED, webp_said_transparent
 from gateway.imaging.normalise import BGR, WHITE, pillow_to_bgr
+from gateway.imaging.orientation import apply_orientation
 
 MAX_ANIMATION_PIXELS = 50_000_000  # source frames x their area (Cloudflare's), and output frames x theirs
 
 
 GIF_TRANSPARENT = 255  # a GIF frame's transparent palette index; the colours get the other 255
 GIF_OPAQUE_FROM = 128  # alpha from which a pixel shows in a GIF (which has no partial transparency)
+GIF_MIN_DELAY = 20  # ms: browsers play a GIF frame of 10 ms or less for 100 ms
 
 
 @dataclass(frozen=True)
@@ -70,10 +72,13 @@ def check_cost(frames: int, source: tuple[int, int], output: tuple[int, int], ma
             )
 
 
-def read_animation(data: bytes, background: BGR | None, output: tuple[int, int], max_frames: int) -> Animation:
+def read_animation(
+    data: bytes, background: BGR | None, output: tuple[int, int], max_frames: int, orientation: int = 1
+) -> Animation:
     """Every frame a viewer plays of a GIF, WebP, APNG or AVIF sequence, composited and flattened
     onto `background` (BGR; None: its transparency kept, every frame premultiplied BGRA where any
-    pixel of any is transparent), once `check_cost` passed it for answers of `output` (W, H) frames."""
+    pixel of any is transparent) and turned upright from its EXIF `orientation` (an AVIF's irot and
+    imir come as one), once `check_cost` passed it for answers of `output` (W, H) frames."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
@@ -84,15 +89,17 @@ def read_animation(data: bytes, background: BGR | None, output: tuple[int, int],
                 frames, durations = [], []
                 for frame in itertools.islice(ImageSequence.Iterator(image), skipped, None):
                     frame.load()  # WebP and AVIF set a frame's duration once it is loaded
-                    durations.append(int(frame.info.get("duration", 0)))
+                    durations.append(round(frame.info.get("duration", 0)))  # an APNG's: a fraction
                     frames.append(pillow_to_bgr(frame, background)[0])
     except ImageTooLarge:
         raise
     except Image.DecompressionBombError:
         raise ImageTooLarge("a frame of the animation declares more pixels than Pillow's limit") from None
     except Exception:
-        raise UnsupportedImage("the animation is corrupt or truncated") from None
+        raise UnsupportedImage("the animation is corrupt or truncated; anim=false answers its first frame") from None
     frames = on_one_canvas(frames, background)
+    for index, pixels in enumerate(frames):
+        frames[index] = apply_orientation(pixels, orientation)
     height, width = frames[0].shape[:2]
     return Animation(frames, durations, plays, (width, height))
 
@@ -152,8 +159,16 @@ def encode_animation(frames: list[np.ndarray], durations: list[int], plays: int,
         clear = {"disposal": 2, "transparency": GIF_TRANSPARENT, "optimize": False}
     else:
         paletted, clear = [picture.quantize(256, method=Image.Quantize.FASTOCTREE) for picture in pictures], {}
-    paletted[0].save(buffer, "GIF", save_all=True, append_images=paletted[1:], duration=durations, **loop, **clear)
+    delays = gif_delays(durations)
+    paletted[0].save(buffer, "GIF", save_all=True, append_images=paletted[1:], duration=delays, **loop, **clear)
     return buffer.getvalue()
+
+
+def gif_delays(durations: list[int]) -> list[int]:
+    """Durations (ms) as a GIF holds them, in whole hundredths of a second: one over 10 ms at least
+    GIF_MIN_DELAY (Pillow's writer cut a 60 fps APNG's 16 ms to 10, which browsers play for 100: six
+    times slower), one of 10 ms or less as it is (browsers play it as they played the source's)."""
+    return [duration if duration <= 10 else max(GIF_MIN_DELAY, round(duration / 10) * 10) for duration in durations]
 
 
 def transparent_gif_frames(pictures: list[Image.Image]) -> list[Image.Image]:

@@ -36,7 +36,9 @@ def load(work: Work) -> None:
         return
     settings = work.settings
     with work.timer.stage("decode"):
-        work.animation = read_animation(work.data, work.underlay, frame_bound(work), settings.max_animation_frames)
+        work.animation = read_animation(
+            work.data, work.underlay, frame_bound(work), settings.max_animation_frames, work.header.orientation
+        )
     width, height = work.upright_size
     work.note(image={"width": width, "height": height, "format": work.header.format, "frames": work.animation.count})
 

@@ -111,4 +111,5 @@ def animation_format(header: ImageHeader, output: Output) -> str | None:
     if output.negotiated:  # WebP where the client takes AVIF or WebP (not every AVIF reader plays sequences)
         return "gif" if output.format == "jpeg" else "webp"
     own = header.format.lower()
-    return output.format or own if output.format in (None, "json", "gif", "webp", own) else None
+    asked = "png" if output.format == "png8" else output.format  # an APNG asked for as PNG8: in full colour
+    return asked or own if asked in (None, "json", "gif", "webp", own) else None

@@ -146,6 +146,16 @@ def test_a_folder_is_its_photos_by_path_under_it_without_the_output_inside_it_or
     assert Folder(tmp_path).read("a/d/e.heic") == b"a/d/e.heic"
 
 
+def test_an_apng_and_an_avif_sequence_named_as_such_are_photos_that_keep_their_format(tmp_path):
+    """`.apng` and `.avifs` (the names an APNG and an AVIF sequence may have) are picked up and go
+    out as PNG and AVIF, animations kept, as `.png` and `.avif` files."""
+    tree(tmp_path, ["a.apng", "b.avifs", "c.txt"])
+    assert [item.name for item in Folder(tmp_path).items(IMAGE_SUFFIXES)] == ["a.apng", "b.avifs"]
+    sink = PictureSink(tmp_path / "out", None, "anonymize")
+    assert (sink.format_of("a.apng"), sink.format_of("b.avifs")) == ("png", "avif")
+    assert sink.target("a.apng") == tmp_path / "out" / "a.png"
+
+
 def test_an_object_store_prefix_is_its_photos_by_key_under_it(tmp_path):
     tree(tmp_path / "bucket" / "photos_X", NAMES + NO_PHOTOS)
     tree(tmp_path / "bucket", ["elsewhere.jpg", "photos/b.jpg"])

@@ -146,6 +146,15 @@ def test_avifs_bound_applies_however_avif_was_chosen(requested, source):
     assert output_format(requested, source, (1601, 900)) == "webp"
 
 
+def test_an_apng_s_still_is_its_first_frame_played_not_its_default_image():
+    """anim=false, /v1/detect and the other still answers: the first frame a viewer plays, not the
+    default image that viewers without APNG show instead (often a notice that they cannot play it)."""
+    notice, *played = [Image.new("RGB", (8, 6), colour) for colour in ((128, 128, 128), (250, 0, 0), (0, 0, 250))]
+    data = encoded(notice, "PNG", save_all=True, append_images=played, default_image=True, duration=[40, 40])
+    decoded = decode_image(data, read_header(data, 10_000))
+    assert decoded.pixels[3, 4].tolist() == [0, 0, 250]  # red, as BGR
+
+
 def test_a_header_says_mode_frames_animation_and_exif():
     frames = [Image.new("RGB", (8, 6), colour).convert("P") for colour in ((250, 0, 0), (0, 250, 0), (0, 0, 250))]
     gif = read_header(encoded(frames[0], "GIF", save_all=True, append_images=frames[1:]), 10_000)

@@ -14,12 +14,13 @@ from evaluation.images import astronaut
 from evaluation.sources import GHOSTSCRIPT, animation, encoded_as, nclx_p3, p3_colorants, profiles
 from gateway.decode import decode_image, read_header
 from gateway.encode import encode_image, keeps_alpha
-from gateway.errors import ImageTooLarge
-from gateway.imaging.animation import encode_animation, on_one_canvas, read_animation
+from gateway.errors import ImageTooLarge, UnsupportedImage
+from gateway.imaging.animation import encode_animation, gif_delays, on_one_canvas, read_animation
 from gateway.imaging.colour import CONVERTED, IGNORED, SRGB_ALREADY, conversion, fits, to_srgb
 from gateway.imaging.formats import webp_said_transparent
 from gateway.imaging.metadata import output_exif
 from gateway.imaging.normalise import WHITE, flattened, pillow_to_bgr, unpremultiplied, with_alpha
+from gateway.imaging.orientation import apply_orientation
 from gateway.imaging.profiles import DISPLAY_P3
 
 
@@ -200,6 +201,42 @@ def test_an_avif_sequence_is_read_and_written_frame_by_frame_playing_forever():
         assert sequence.plays == 0 and sequence.durations == [10, 20, 30]
         reds = [int(frame[8, 8, 2]) for frame in sequence.frames]
         assert reds == pytest.approx([0, 100, 200], abs=6), reds
+
+
+def test_a_gif_holds_each_duration_as_browsers_play_it():
+    """Whole hundredths, one over 10 ms at least 20 ms: a 60 fps APNG's 16 ms went into a GIF as
+    10, which browsers play for 100 (six times slower); 10 ms and less as they are."""
+    assert gif_delays([16, 12, 33, 15, 10, 0, 100, 84]) == [20, 20, 30, 20, 10, 0, 100, 80]
+    frames = [Image.new("RGB", (8, 8), (i * 60, 0, 0)) for i in range(3)]
+    sixty = read_animation(animation(frames, "PNG", [1000 / 60] * 3, 0), WHITE, (8, 8), 3)
+    assert sixty.durations == [17, 17, 17]  # an APNG's fraction rounded, not cut
+    as_gif = read_animation(encode_animation(sixty.frames, [12, 17, 40], 0, "gif", 90), WHITE, (8, 8), 3)
+    assert as_gif.durations == [20, 20, 40]
+
+
+@pytest.mark.parametrize("orientation", [3, 6, 8])
+def test_an_animation_s_frames_are_turned_upright_as_a_still_is(orientation):
+    frames = [Image.new("RGB", (12, 8), (40 * i, 0, 0)) for i in range(2)]
+    for frame in frames:
+        frame.paste((0, 250, 0), (0, 0, 3, 2))  # a mark in the stored top-left corner
+    read_back = read_animation(animation(frames, "PNG", [10, 10], 0), WHITE, (12, 8), 2, orientation)
+    stored = read_animation(animation(frames, "PNG", [10, 10], 0), WHITE, (12, 8), 2)
+    assert read_back.size == ((8, 12) if orientation >= 5 else (12, 8))
+    for turned, as_stored in zip(read_back.frames, stored.frames, strict=True):
+        assert np.array_equal(turned, apply_orientation(as_stored, orientation))
+
+
+@pytest.mark.parametrize("container", ["GIF", "PNG"])
+def test_an_animation_cut_short_is_refused_saying_that_its_first_frame_can_be_had(container):
+    rng = np.random.default_rng(1)
+    frames = [Image.fromarray(rng.integers(0, 255, (64, 64, 3), np.uint8)) for _ in range(3)]
+    data = animation(frames, container, [40] * 3, 0)
+    cut = data[: len(data) * 3 // 4]  # the last frame's data lost
+    with pytest.raises(UnsupportedImage, match="; anim=false answers its first frame"):
+        read_animation(cut, WHITE, (64, 64), 3)
+    first = decode_image(cut, read_header(cut, 10_000)).pixels
+    with Image.open(io.BytesIO(data)) as whole:
+        assert np.array_equal(first, np.asarray(whole.convert("RGB"))[..., ::-1])  # as the whole file's first frame
 
 
 def test_an_apng_s_default_image_is_not_one_of_its_frames():

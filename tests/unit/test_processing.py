@@ -172,6 +172,8 @@ def test_how_an_animation_goes_out(output, expected):
     [
         ("PNG", Output(animated=True), "png"),  # an APNG, as itself
         ("PNG", Output(format="png", animated=True), "png"),
+        ("PNG", Output(format="png8", animated=True), "png"),  # format=png with a quality: kept, in full colour
+        ("GIF", Output(format="png8", animated=True), None),
         ("AVIF", Output(format="avif", animated=True), "avif"),
         ("AVIF", Output(format="gif", animated=True), "gif"),
         (

@@ -321,6 +321,24 @@ def test_an_animation_s_transparency_is_kept_where_no_background_is_given(contai
     assert "transparency" not in opened(opaque).info
 
 
+@pytest.mark.parametrize("container", ["PNG", "WEBP"])
+def test_an_animation_is_turned_upright_as_its_first_frame_as_a_still_is(container):
+    """An APNG or animated WebP stored sideways with an EXIF orientation: every frame turned
+    upright, the first one as anim=false's still is (they went out as stored)."""
+    frames = [detailed((120, 80)).rotate(180 * index) for index in range(2)]
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    lossless = {"lossless": True} if container == "WEBP" else {}
+    data = encoded_as(frames[0], container, save_all=True, append_images=frames[1:], exif=exif, duration=50, **lossless)
+    fmt = container.lower()
+    options = "format=png" if fmt == "png" else "format=webp,quality=100"  # png with a quality is PNG8
+    animated = opened(process(data, url(options, fmt), SETTINGS, NO_FACES))
+    as_still = url(f"{options},anim=false", fmt)
+    still = np.asarray(opened(process(data, as_still, SETTINGS, NO_FACES)).convert("RGB"))
+    assert animated.n_frames == 2 and animated.size == (80, 120) and still.shape == (120, 80, 3)
+    assert np.abs(np.asarray(animated.convert("RGB")).astype(int) - still).mean() < 3  # WebP's loss; unturned: 40
+
+
 @pytest.mark.skipif(not AVIF_AVAILABLE, reason="no AVIF encoder here")
 def test_an_avif_sequence_stays_one_and_goes_out_as_webp_past_avif_s_bound():
     """An AVIF sequence stays an AVIF sequence; past AVIF's bound on the output's side (its encoding
