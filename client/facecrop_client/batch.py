@@ -28,6 +28,9 @@ IMAGE_SUFFIXES = frozenset(
 )
 VIDEO_SUFFIXES = frozenset({".mp4", ".mov", ".m4v", ".mkv", ".webm", ".avi"})  # batch --mode anonymize
 CROP_SUFFIXES = {"jpeg": ".jpg", "png": ".png", "webp": ".webp", "avif": ".avif", "gif": ".gif"}
+CONTENT_FORMATS = {f"image/{fmt}": fmt for fmt in CROP_SUFFIXES}  # the picture's Content-Type, its format
+# what the service answers in where it cannot answer in the format asked (AVIF past its 1,600-pixel bound: WebP)
+SUBSTITUTES = {"avif": ("webp",)}
 # the format a photo's picture goes out in, by its suffix (an animated GIF, WebP, PNG or AVIF stays animated)
 SUFFIX_FORMATS = {
     ".jpg": "jpeg",
@@ -106,7 +109,14 @@ class PictureSink:
         return self.format or SUFFIX_FORMATS.get(Path(relative).suffix.lower(), "jpeg")
 
     def target(self, relative: str) -> Path:
-        return (self.output / relative).with_suffix(CROP_SUFFIXES[self.format_of(relative)])
+        """Where the picture goes in the format asked for."""
+        return self.outputs(relative)[0]
+
+    def outputs(self, relative: str) -> list[Path]:
+        """Where the picture may be: named for the format asked for, or for the one the service
+        answers in instead (a photo asked for as AVIF, larger than AVIF's bound, is a WebP)."""
+        fmt = self.format_of(relative)
+        return [(self.output / relative).with_suffix(CROP_SUFFIXES[f]) for f in (fmt, *SUBSTITUTES.get(fmt, ()))]
 
     def load(self, images: list[Item]) -> None:
         """Note each image whose output an earlier one writes (x.jpeg's and x.heic's are x.jpg's): it
@@ -119,7 +129,7 @@ class PictureSink:
                 self.written_by[item.name] = writer
 
     def is_done(self, relative: str) -> bool:
-        return relative not in self.written_by and self.target(relative).exists()
+        return relative not in self.written_by and any(path.exists() for path in self.outputs(relative))
 
     def open(self) -> None:
         self.output.mkdir(parents=True, exist_ok=True)
@@ -133,10 +143,13 @@ class PictureSink:
     def call(self, client: AnyClient, image: bytes | Path, name: str, params: dict) -> CropResult | AnonymizeResult:
         return getattr(client, self.endpoint)(image, **params, format=self.format_of(name))
 
-    def write(self, relative: str, result: CropResult | AnonymizeResult) -> None:
-        """The picture, whole or not at all: written under a name of its own (two writers of the same
-        output, say a task run again after its node died, never share one), then renamed."""
-        target = self.target(relative)
+    def write(self, relative: str, result: CropResult | AnonymizeResult) -> Path:
+        """The picture, whole or not at all, named for the format it came back in (a WebP where an
+        AVIF was asked for and could not be: it was written as a .avif): written under a name of its
+        own (two writers of the same output, say a task run again after its node died, never share
+        one), then renamed; where it went."""
+        fmt = CONTENT_FORMATS.get(result.content_type.split(";")[0].strip(), self.format_of(relative))
+        target = (self.output / relative).with_suffix(CROP_SUFFIXES[fmt])
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_name(f"{target.name}.{uuid.uuid4().hex}{PARTIAL_SUFFIX}")
         try:
@@ -144,9 +157,12 @@ class PictureSink:
             os.replace(partial, target)
         finally:
             partial.unlink(missing_ok=True)
+        return target
 
     def output_of(self, relative: str) -> Path:
-        return self.target(relative)
+        """The picture written for `relative`, else where it goes in the format asked for."""
+        outputs = self.outputs(relative)
+        return next((path for path in outputs if path.exists()), outputs[0])
 
     @staticmethod
     def faces(result: CropResult | AnonymizeResult) -> int:

@@ -316,13 +316,12 @@ def pictures(client: AnyClient, args: argparse.Namespace) -> int:
     def one(photo: Path) -> None:
         image = photo.read_bytes()  # a photo that cannot be read says so first
         target = sink.target(photo.name)
-        if target.resolve() == photo.resolve():
+        if any(output.resolve() == photo.resolve() for output in sink.outputs(photo.name)):
             raise CommandError(f"{photo}: its output would overwrite it (give --out another folder)")
         writer = writers.setdefault(target, photo)
         if writer != photo:
             raise CommandError(f"{photo}: its output, {target}, is {writer}'s: rename one of the two")
-        sink.write(photo.name, sink.call(client, image, photo.name, params))
-        print(target, flush=True)
+        print(sink.write(photo.name, sink.call(client, image, photo.name, params)), flush=True)
 
     return each_photo(args.photos, one)
 

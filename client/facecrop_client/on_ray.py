@@ -168,10 +168,10 @@ def one_photo(job: PhotoJob, item: Item) -> Done:
     """One photo read, sent (`batch.timed_call`, as the local path does) and its picture written here."""
     try:
         answer, seconds = timed_call(job.sink, job.service.client(), job.source, item, job.params)
-        output = str(job.sink.output_of(item.name))
         if isinstance(job.sink, PictureSink):
-            job.sink.write(item.name, answer)
+            output = str(job.sink.write(item.name, answer))
             return Done(item.name, output, job.sink.faces(answer), None, seconds)
+        output = str(job.sink.output_of(item.name))
         return Done(item.name, output, job.sink.faces(answer), None, seconds, answer)  # the driver writes it
     except Failed as failure:
         return Done(item.name, "", 0, reason(failure.error), failure.seconds)

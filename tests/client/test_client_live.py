@@ -205,6 +205,29 @@ def test_batch_crop_mirrors_the_tree_and_skips_what_is_done(stack, tmp_path):
     assert "6 already done" in again.stderr and "0 processed" in again.stderr
 
 
+def test_a_picture_the_service_answers_in_another_format_than_asked_is_named_for_what_it_is(stack, tmp_path):
+    """AVIF asked for, a whole photo over AVIF's 1,600 pixels comes back a WebP: written as .webp
+    (it was a WebP named .avif), a small crop as .avif; a second run finds both done; the command
+    for one photo says where it wrote, and refuses a folder where the WebP would overwrite it."""
+    photos = tmp_path / "in"
+    photos.mkdir()
+    large = Image.open(photo(CROWD)).convert("RGB").resize((1800, 1200))
+    large.save(photos / "large.jpg")
+    Image.open(photo(ASTRONAUT)).save(photos / "small.jpg")
+    out = tmp_path / "out"
+    arguments = ["batch", str(photos), str(out), "--mode", "anonymize", "--format", "avif"]
+    assert run_cli(stack, *arguments).returncode == 0
+    assert sorted(path.name for path in out.iterdir()) == ["large.webp", "small.avif"]
+    assert [Image.open(out / name).format for name in ("large.webp", "small.avif")] == ["WEBP", "AVIF"]
+    again = run_cli(stack, *arguments)
+    assert "2 already done" in again.stderr and "0 processed" in again.stderr, again.stderr
+    one = run_cli(stack, "anonymize", str(photos / "large.jpg"), "--format", "avif", "--out", str(tmp_path))
+    assert one.stdout.strip() == str(tmp_path / "large.webp") and Image.open(tmp_path / "large.webp").format == "WEBP"
+    Image.open(photo(CROWD)).convert("RGB").resize((1800, 1200)).save(photos / "mine.webp")
+    mine = run_cli(stack, "anonymize", str(photos / "mine.webp"), "--format", "avif", "--out", str(photos))
+    assert "would overwrite it" in mine.stderr and Image.open(photos / "mine.webp").size == (1800, 1200)
+
+
 def test_a_batch_output_inside_its_input_is_not_read_as_photos_to_do(stack, tmp_path):
     """`facecrop batch photos photos/crops`: the second run finds every photo done, none of its own
     crops to crop again (they were read as new photos, and nested a folder deeper each run)."""
