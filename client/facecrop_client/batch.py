@@ -80,9 +80,10 @@ class DetectSink:
     def call(self, client: AnyClient, image: bytes | Path, name: str, params: dict) -> dict:
         return client.detect(image, **params).raw
 
-    def write(self, relative: str, result: dict) -> None:
+    def write(self, relative: str, result: dict) -> Path:
         self.file.write(json.dumps({"path": relative, **result}) + "\n")
         self.file.flush()
+        return self.output
 
     def output_of(self, relative: str) -> Path:
         return self.output
@@ -119,14 +120,15 @@ class PictureSink:
         return [(self.output / relative).with_suffix(CROP_SUFFIXES[f]) for f in (fmt, *SUBSTITUTES.get(fmt, ()))]
 
     def load(self, images: list[Item]) -> None:
-        """Note each image whose output an earlier one writes (x.jpeg's and x.heic's are x.jpg's): it
-        fails (same_output) rather than overwrite that one or pass for done. The outputs on disk are
-        the manifest."""
+        """Note each image whose output an earlier one writes, or may write (x.jpeg's and x.heic's are
+        x.jpg's; x.avif's is x.webp's where the service answers a WebP): it fails (same_output)
+        rather than overwrite that one or pass for done. The outputs on disk are the manifest."""
         writers: dict[Path, str] = {}
         for item in images:
-            writer = writers.setdefault(self.target(item.name), item.name)
-            if writer != item.name:
-                self.written_by[item.name] = writer
+            for output in self.outputs(item.name):  # x.avif's may be x.webp, x.webp's own
+                writer = writers.setdefault(output, item.name)
+                if writer != item.name:
+                    self.written_by.setdefault(item.name, writer)
 
     def is_done(self, relative: str) -> bool:
         return relative not in self.written_by and any(path.exists() for path in self.outputs(relative))
@@ -295,9 +297,23 @@ class Ledger:
         self.manifest.flush()
 
 
+class OutputError(ValueError):
+    """An output folder a run cannot take as its own (one line, naming it)."""
+
+
 def manifest_path(output: Path) -> Path:
     """The manifest beside a batch's output: OUTPUT.manifest.jsonl."""
     return output.with_name(output.name + ".manifest.jsonl")
+
+
+def foreign(output: Path, sources: list[str]) -> str:
+    """Why a first run refuses an output that already holds its outputs' names (no run wrote them:
+    taken as done, copies of the photos were listed as anonymized)."""
+    named = ", ".join(sources[:3]) + (f" and {len(sources) - 3} more" if len(sources) > 3 else "")
+    return (
+        f"{output} already holds the outputs of {named}, and no run wrote them (it has no "
+        f"{manifest_path(output).name}): give an empty or new output, or move them away"
+    )
 
 
 def unlisted(images: list[Item], todo: list[Item], manifest: Path) -> list[str]:
@@ -321,6 +337,8 @@ def ledger_of(
     appended to (first the items an interrupted run wrote but did not list)."""
     manifest = manifest_path(sink.output)
     earlier = unlisted(images, todo, manifest)
+    if earlier and isinstance(sink, PictureSink) and not manifest.exists():
+        raise OutputError(foreign(sink.output, earlier))
     sink.open()
     with open(failures_path, "w", encoding="utf-8") as failures, open(manifest, "a", encoding="utf-8") as lines:
         ledger = Ledger(summary, lines, failures, bar)
@@ -368,9 +386,10 @@ def run_batch(
                 finished, _ = wait(running, return_when=FIRST_COMPLETED)
                 for future in finished:
                     name = running.pop(future).name
-                    result, error, seconds = _finish(future, sink, name)
+                    finished_as, error, seconds = _finish(future, sink, name)
                     if error is None:
-                        ledger.record(name, sink.output_of(name), sink.faces(result), None, seconds)
+                        result, written = finished_as
+                        ledger.record(name, written, sink.faces(result), None, seconds)
                     elif stops_the_run(error):  # the photos in flight end; no more are sent
                         summary.stopped = summary.stopped or failure_line(error)
                     else:
@@ -390,17 +409,17 @@ def run_batch(
 
 
 def _finish(future: Future, sink, name: str) -> tuple[Any, dict | None, float]:
-    """A finished call's answer, written by `sink`, and its seconds; where the call or the write
-    failed, None and the failure (`reason`'s dict) instead of the answer."""
+    """A finished call's answer and where `sink` wrote it, and its seconds; where the call or the
+    write failed, None and the failure (`reason`'s dict) instead."""
     try:
         result, seconds = future.result()
     except Failed as failure:
         return None, reason(failure.error), failure.seconds
     try:
-        sink.write(name, result)
+        written = sink.write(name, result)
     except OSError as error:  # the output could not be written
         return None, reason(error, "write_error"), seconds
-    return result, None, seconds
+    return (result, written), None, seconds
 
 
 class Failed(Exception):

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from facecrop_client.batch import (
     DetectSink,
+    OutputError,
     PictureSink,
     Summary,
     failure_line,
@@ -315,12 +316,12 @@ def pictures(client: AnyClient, args: argparse.Namespace) -> int:
 
     def one(photo: Path) -> None:
         image = photo.read_bytes()  # a photo that cannot be read says so first
-        target = sink.target(photo.name)
         if any(output.resolve() == photo.resolve() for output in sink.outputs(photo.name)):
             raise CommandError(f"{photo}: its output would overwrite it (give --out another folder)")
-        writer = writers.setdefault(target, photo)
-        if writer != photo:
-            raise CommandError(f"{photo}: its output, {target}, is {writer}'s: rename one of the two")
+        for output in sink.outputs(photo.name):  # x.avif's may be x.webp, x.webp's own
+            writer = writers.setdefault(output, photo)
+            if writer != photo:
+                raise CommandError(f"{photo}: its output, {output}, is {writer}'s: rename one of the two")
         print(sink.write(photo.name, sink.call(client, image, photo.name, params)), flush=True)
 
     return each_photo(args.photos, one)
@@ -344,9 +345,10 @@ def picture_to_stdout(client: AnyClient, sink: PictureSink, photos: list[Path], 
 def batch(client: AnyClient, args: argparse.Namespace) -> int:
     """`batch`: a source's photos (a list's lines read as the run starts) through one engine; a
     source that cannot be read as one is one line."""
+    args.output = Path(os.path.abspath(args.output))  # `.` has no name to put the manifest beside
     try:
         return batch_of(client, args, source_of(args.input_dir, args.output))
-    except SourceError as error:
+    except (SourceError, OutputError) as error:
         raise CommandError(str(error)) from error
 
 

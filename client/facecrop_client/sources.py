@@ -44,7 +44,8 @@ def is_no_photo(name: str) -> bool:
 class Folder:
     """Every file of a tree, by its path under `root`, none under `leave_out` (a batch's output
     folder inside the tree: its outputs are no photos to do, and a second run would nest them) and
-    none by a name `is_no_photo` leaves out."""
+    none by a name `is_no_photo` leaves out; a linked folder is followed (`photos/2023 ->
+    /mnt/disk/2023` was left out without a word), each folder once."""
 
     root: Path
     leave_out: Path | None = None
@@ -52,10 +53,15 @@ class Folder:
     def items(self, suffixes: frozenset[str]) -> list[Item]:
         found = []
         left_out = self.leave_out.resolve() if self.leave_out is not None else None
-        for directory, folders, files in os.walk(self.root):
-            folders[:] = [
-                name for name in folders if not is_no_photo(name) and (Path(directory) / name).resolve() != left_out
-            ]
+        seen = {self.root.resolve()}  # each folder once, however many links lead to it (a loop too)
+        for directory, folders, files in os.walk(self.root, followlinks=True):
+            kept = []
+            for name in folders:
+                real = (Path(directory) / name).resolve()
+                if not is_no_photo(name) and real != left_out and real not in seen:
+                    seen.add(real)
+                    kept.append(name)
+            folders[:] = kept
             for name in files:
                 if not is_no_photo(name) and Path(name).suffix.lower() in suffixes:
                     relative = (Path(directory) / name).relative_to(self.root).as_posix()

@@ -91,6 +91,16 @@ def test_a_service_that_is_down_is_one_line_naming_its_address_at_once(tmp_path,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jpg"]
 
 
+def test_a_batch_into_the_current_folder_is_run_not_a_traceback(tmp_path):
+    """`facecrop batch photos .`: the output `.` has no name to put the manifest beside (a
+    ValueError's traceback, before the service was asked anything)."""
+    (tmp_path / "photos").mkdir()
+    command = [*FACECROP, "batch", "photos", ".", "--mode", "crop", "--url", DOWN]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.startswith(f"facecrop: cannot reach {DOWN}"), result.stderr
+
+
 @pytest.mark.parametrize(
     ("argv", "said"),
     [

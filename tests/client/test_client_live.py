@@ -219,6 +219,8 @@ def test_a_picture_the_service_answers_in_another_format_than_asked_is_named_for
     assert run_cli(stack, *arguments).returncode == 0
     assert sorted(path.name for path in out.iterdir()) == ["large.webp", "small.avif"]
     assert [Image.open(out / name).format for name in ("large.webp", "small.avif")] == ["WEBP", "AVIF"]
+    listed = {row["source"]: row["output"] for row in read_jsonl(tmp_path / "out.manifest.jsonl")}
+    assert listed == {"large.jpg": str(out / "large.webp"), "small.jpg": str(out / "small.avif")}
     again = run_cli(stack, *arguments)
     assert "2 already done" in again.stderr and "0 processed" in again.stderr, again.stderr
     one = run_cli(stack, "anonymize", str(photos / "large.jpg"), "--format", "avif", "--out", str(tmp_path))

@@ -1,14 +1,17 @@
 """A batch's sources as users give them: lists written by hand or by spreadsheets, URLs that misbehave
 (served on loopback by evaluation/origins.py), objects too large to be photos."""
 
+import json
+import re
 import threading
 from pathlib import Path
 
 import pytest
+from tqdm import tqdm
 
 from evaluation.origins import hostile_origin, photo_origin
 from facecrop_client import sources
-from facecrop_client.batch import IMAGE_SUFFIXES, PictureSink
+from facecrop_client.batch import IMAGE_SUFFIXES, OutputError, PictureSink, Summary, ledger_of, manifest_path, todo_of
 from facecrop_client.sources import Folder, Item, ListFile, ObjectStore, SourceError, source_of
 
 
@@ -144,6 +147,51 @@ def test_a_folder_is_its_photos_by_path_under_it_without_the_output_inside_it_or
     assert Folder(tmp_path, tmp_path / "out").items(IMAGE_SUFFIXES) == [Item(name, name) for name in sorted(names)]
     assert "out/x.jpg" in [item.name for item in Folder(tmp_path).items(IMAGE_SUFFIXES)]
     assert Folder(tmp_path).read("a/d/e.heic") == b"a/d/e.heic"
+
+
+def test_a_linked_folder_is_followed_once_and_a_loop_ends(tmp_path):
+    """`photos/2023 -> /mnt/disk/2023`: its photos are the tree's (they were left out without a
+    word); a link back up the tree is not walked round."""
+    tree(tmp_path / "disk", ["2023/a.jpg"])
+    tree(tmp_path / "photos", ["b.jpg"])
+    (tmp_path / "photos" / "2023").symlink_to(tmp_path / "disk" / "2023")
+    (tmp_path / "photos" / "again").symlink_to(tmp_path / "photos")
+    (tmp_path / "photos" / "twice").symlink_to(tmp_path / "disk" / "2023")
+    names = [item.name for item in Folder(tmp_path / "photos").items(IMAGE_SUFFIXES)]
+    assert names == ["2023/a.jpg", "b.jpg"], names
+
+
+def test_two_photos_one_of_whose_outputs_may_be_the_others_are_refused_not_overwritten(tmp_path):
+    """x.avif's picture comes back a WebP where AVIF cannot be had, the name x.webp's takes: the
+    second by name is refused (same_output), as x.jpeg's is beside x.jpg's, not written over the
+    first's or passed for done once the first's exists."""
+    tree(tmp_path / "in", ["x.avif", "x.webp", "y.avif"])
+    sink = PictureSink(tmp_path / "out", None, "anonymize")
+    todo_of(Folder(tmp_path / "in"), sink)
+    assert sink.written_by == {"x.webp": "x.avif"}
+    tree(tmp_path / "out", ["x.webp"])  # x.avif's, come back a WebP
+    assert not sink.is_done("x.webp") and sink.is_done("x.avif")
+
+
+def test_a_first_run_refuses_an_output_that_already_holds_its_outputs(tmp_path):
+    """Copies of the photos already in the output folder were taken as done and listed as
+    anonymized in the manifest; where a run began before (its manifest is there), an output it
+    wrote but did not list is listed as done, as before."""
+    tree(tmp_path / "photos", ["kid.jpg", "b.jpg", "c/d.jpg"])
+    tree(tmp_path / "share", ["kid.jpg", "c/d.jpg"])
+    sink = PictureSink(tmp_path / "share", None, "anonymize")
+    images, todo = todo_of(Folder(tmp_path / "photos"), sink)
+    assert [item.name for item in todo] == ["b.jpg"]
+    run = (sink, images, todo, Summary(total=3), tmp_path / "failures.jsonl", tqdm(disable=True))
+    said = re.escape("already holds the outputs of c/d.jpg, kid.jpg, and no run wrote them")
+    with pytest.raises(OutputError, match=said), ledger_of(*run):
+        pass
+    assert not manifest_path(sink.output).exists()
+    manifest_path(sink.output).write_text("")
+    with ledger_of(*run):
+        pass
+    rows = [json.loads(line) for line in manifest_path(sink.output).read_text().splitlines()]
+    assert [(row["source"], row["status"]) for row in rows] == [("c/d.jpg", "done"), ("kid.jpg", "done")]
 
 
 def test_an_apng_and_an_avif_sequence_named_as_such_are_photos_that_keep_their_format(tmp_path):
