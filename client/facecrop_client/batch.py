@@ -53,15 +53,22 @@ class DetectSink:
         self.written: set[str] = set()
 
     def load(self, images: list[Item]) -> None:
-        """Read the paths already written; a last line cut short by a crash is removed first."""
+        """Read the paths already written; a last line cut short by a crash is removed then. A file
+        whose whole lines are not all a batch's (another tool's, a list of photos) is refused
+        untouched (OutputError): its last line was cut off, then a traceback."""
         if not self.output.exists():
             return
         data = self.output.read_bytes()
         complete = data[: data.rfind(b"\n") + 1]
+        try:
+            rows = [json.loads(line) for line in complete.splitlines() if line.strip()]
+            self.written = {row["path"] for row in rows}
+        except (ValueError, TypeError, KeyError):
+            said = "holds lines that are not a batch's (JSON with a path): give another file"
+            raise OutputError(f"{self.output} {said}") from None
         if len(complete) != len(data):
             with open(self.output, "r+b") as file:
                 file.truncate(len(complete))
-        self.written = {json.loads(line)["path"] for line in complete.splitlines() if line.strip()}
 
     def is_done(self, relative: str) -> bool:
         return relative in self.written

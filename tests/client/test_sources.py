@@ -11,7 +11,16 @@ from tqdm import tqdm
 
 from evaluation.origins import hostile_origin, photo_origin
 from facecrop_client import sources
-from facecrop_client.batch import IMAGE_SUFFIXES, OutputError, PictureSink, Summary, ledger_of, manifest_path, todo_of
+from facecrop_client.batch import (
+    IMAGE_SUFFIXES,
+    DetectSink,
+    OutputError,
+    PictureSink,
+    Summary,
+    ledger_of,
+    manifest_path,
+    todo_of,
+)
 from facecrop_client.sources import Folder, Item, ListFile, ObjectStore, SourceError, source_of
 
 
@@ -192,6 +201,17 @@ def test_a_first_run_refuses_an_output_that_already_holds_its_outputs(tmp_path):
         pass
     rows = [json.loads(line) for line in manifest_path(sink.output).read_text().splitlines()]
     assert [(row["source"], row["status"]) for row in rows] == [("c/d.jpg", "done"), ("kid.jpg", "done")]
+
+
+@pytest.mark.parametrize("held", [b"a.jpg\nb.jpg", b'{"source": "a.jpg"}\n{"path": "b.jpg"', b"\x89PNG\r\n\x1a\n..."])
+def test_a_detect_output_that_is_not_a_batch_s_is_refused_untouched(tmp_path, held):
+    """`facecrop batch photos photos.txt --mode detect`, the list given as the output: its last line
+    was cut off as a crash's half line, then a traceback; now one line, and the file as it was."""
+    output = tmp_path / "photos.txt"
+    output.write_bytes(held)
+    with pytest.raises(OutputError, match="holds lines that are not a batch's"):
+        DetectSink(output).load([])
+    assert output.read_bytes() == held
 
 
 def test_an_apng_and_an_avif_sequence_named_as_such_are_photos_that_keep_their_format(tmp_path):
