@@ -84,8 +84,10 @@ def conditions(validator: str) -> dict[str, str] | None:
 
 
 def cache_control(origin: str | None, default_age: int = DEFAULT_MAX_AGE) -> str:
-    """From the origin's Cache-Control: its max-age (or s-maxage) but at least MIN_MAX_AGE, else
-    `default_age`; public, unless it says `private` (kept so) or `no-store` (passed on)."""
+    """From the origin's Cache-Control, as Cloudflare follows it: its max-age (or s-maxage; 0 where
+    it says `no-cache`) but at least MIN_MAX_AGE unless it says `must-revalidate` (passed on, its
+    own age kept), else `default_age`; public, unless it says `private` (kept so) or `no-store`
+    (passed on). An origin's `no-cache` was a day: no max-age, so the default."""
     directives = {}
     for directive in (origin or "").lower().split(","):
         name, _, value = directive.strip().partition("=")
@@ -93,8 +95,12 @@ def cache_control(origin: str | None, default_age: int = DEFAULT_MAX_AGE) -> str
     if "no-store" in directives:
         return "no-store"
     ages = [int(directives[name]) for name in ("max-age", "s-maxage") if directives.get(name, "").isdigit()]
-    age = max(max(ages), MIN_MAX_AGE) if ages else default_age
-    return f"{'private' if 'private' in directives else 'public'}, max-age={age}"
+    if "no-cache" in directives:  # fresh for no time: revalidated before each use
+        ages = [0]
+    revalidate = "must-revalidate" in directives
+    age = (max(ages) if revalidate else max(max(ages), MIN_MAX_AGE)) if ages else default_age
+    scope = "private" if "private" in directives else "public"
+    return f"{scope}, max-age={age}" + (", must-revalidate" if revalidate else "")
 
 
 def error_cache_control(status: int) -> str:

@@ -14,6 +14,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote
 
+from PIL import ImageColor
+
 from facecrop_hiding import Hiding
 from gateway.decode import MAX_SIDE  # Cloudflare's 12,000 px a side, for outputs too (100 MP: Settings.max_pixels)
 from gateway.encode import AVIF_AUTO_MAX_SIDE, AVIF_MAX_SIDE
@@ -21,6 +23,7 @@ from gateway.errors import InvalidParameter
 from gateway.imaging.filters import Filters
 from gateway.imaging.geometry import Geometry, Trim
 from gateway.imaging.metadata import METADATA_CHOICES
+from gateway.imaging.normalise import WHITE
 from gateway.params import (
     ANIM,
     ANONYMIZE,
@@ -57,20 +60,9 @@ TRIM_KEYS = ("trim.width", "trim.height", "trim.left", "trim.top")
 BORDER_KEYS = ("trim.border.color", "trim.border.tolerance", "trim.border.keep")
 FORMATS = ("auto", "avif", "webp", "jpeg", "baseline-jpeg", "png", "gif", "json")
 QUALITY_WORDS = {"high": 90, "medium-high": 80, "medium-low": 70, "low": 60}
-NAMED_COLORS = {
-    "white": (255, 255, 255),
-    "black": (0, 0, 0),
-    "red": (255, 0, 0),
-    "green": (0, 128, 0),
-    "blue": (0, 0, 255),
-    "gray": (128, 128, 128),
-    "grey": (128, 128, 128),
-    "silver": (192, 192, 192),
-    "yellow": (255, 255, 0),
-    "transparent": (255, 255, 255),  # a background is opaque: the name means white, as Cloudflare flattens onto
-}
-HEX_COLOR = re.compile(r"#([0-9a-fA-F]{3,4}|[0-9a-fA-F]{6}|[0-9a-fA-F]{8})")
+TRANSPARENT = "transparent"  # a background is opaque: the name means white, as Cloudflare flattens onto
 RGB_COLOR = re.compile(r"rgba?\(\s*(\d{1,3})[\s,]+(\d{1,3})[\s,]+(\d{1,3})(?:[\s,/]+[0-9.]+%?)?\s*\)")
+HSL_COLOR = re.compile(r"hsla?\(\s*([0-9.]+)(?:deg)?[\s,]+([0-9.]+)%[\s,]+([0-9.]+)%(?:[\s,/]+[0-9.]+%?)?\s*\)")
 MAX_OPTIONS_LENGTH = 512  # every option at its longest fits; the parse cache stays small
 OPTION_SEPARATOR = re.compile(r",(?![^()]*\))")  # commas, but not inside rgb(...)
 _DETECT = {p.name: p for p in DETECT}
@@ -95,7 +87,7 @@ OPTIONS = (
         "background",
         "color",
         (255, 255, 255),
-        "Under transparency (not given: kept in PNG, WebP, AVIF) and fit=pad: #RGB, rgb(...), a name.",
+        "Under transparency (not given: kept in PNG, WebP, AVIF) and fit=pad: a CSS colour (#RGB, rgb(), hsl(), name).",
     ),
     Parameter(
         "onerror", "choice", None, "redirect: answer errors with a redirect to the source.", choices=("redirect",)
@@ -209,20 +201,26 @@ def _quality(parameter: Parameter, raw: str) -> int:
 
 
 def _color(parameter: Parameter, raw: str) -> tuple[int, int, int]:
-    """A CSS colour as BGR (its alpha ignored: a background given is opaque; not given, transparency is kept)."""
+    """A CSS colour ("any CSS color", Cloudflare's background) as BGR: #RGB(A), #RRGGBB(AA), rgb()
+    and hsl() with commas or spaces (percentages too), or any of CSS's 148 names (ten were taken:
+    `orange` was a 400, a broken image); its alpha ignored (a background given is opaque; not
+    given, transparency is kept)."""
     text = raw.strip().lower()
-    if text in NAMED_COLORS:
-        red, green, blue = NAMED_COLORS[text]
-        return blue, green, red
-    if HEX_COLOR.fullmatch(text):
-        digits = text[1:] if len(text) > 5 else "".join(c * 2 for c in text[1:])
-        red, green, blue = (int(digits[i : i + 2], 16) for i in (0, 2, 4))
-        return blue, green, red
-    match = RGB_COLOR.fullmatch(text)
+    if text == TRANSPARENT:
+        return WHITE
+    match = RGB_COLOR.fullmatch(text)  # CSS4's rgb(255 0 0), which Pillow does not read
     if match and all(int(c) <= 255 for c in match.groups()):
         red, green, blue = (int(c) for c in match.groups())
         return blue, green, red
-    raise InvalidParameter(parameter.name, f"must be #RGB, #RRGGBB, rgb(r,g,b) or a colour name, got {raw[:40]!r}")
+    hsl = HSL_COLOR.fullmatch(text)
+    try:
+        red, green, blue = ImageColor.getrgb("hsl({},{}%,{}%)".format(*hsl.groups()) if hsl else text)[:3]
+    except ValueError:
+        red = green = blue = -1
+    if not all(0 <= channel <= 255 for channel in (red, green, blue)):  # Pillow takes rgb(256,0,0) as it is
+        said = f"must be a CSS colour (#RGB, #RRGGBB, rgb(), hsl() or a name), got {raw[:40]!r}"
+        raise InvalidParameter(parameter.name, said)
+    return blue, green, red
 
 
 def _trim(parameter: Parameter, raw: str) -> tuple[float, ...] | str:

@@ -480,6 +480,11 @@ def test_a_relative_source_stays_under_the_http_origins_path():
         ("private, max-age=600", "private, max-age=3600"),
         ("no-store", "no-store"),
         ('s-maxage="7200", max-age=10', "public, max-age=7200"),
+        ("no-cache", "public, max-age=3600"),  # was a day: no max-age, so the default
+        ("private, no-cache, max-age=600", "private, max-age=3600"),
+        ("max-age=60, must-revalidate", "public, max-age=60, must-revalidate"),  # Cloudflare's way under an hour
+        ("no-cache, must-revalidate", "public, max-age=0, must-revalidate"),
+        ("must-revalidate", "public, max-age=86400, must-revalidate"),
     ],
 )
 def test_the_origins_cache_control_is_followed_at_least_an_hour(origin, answer):

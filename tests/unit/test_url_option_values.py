@@ -29,13 +29,21 @@ def refused(segment: str) -> str:
         ("rgb(1,2,3)", (3, 2, 1)),
         ("rgba(10, 20, 255, 50%25)", (255, 20, 10)),
         ("Red", (0, 0, 255)),
+        ("orange", (0, 165, 255)),  # any of CSS's 148 names (ten were taken)
+        ("RebeccaPurple", (153, 51, 102)),
+        ("hsl(120,100%25,25%25)", (0, 128, 0)),
+        ("hsl(240deg 100%25 50%25 / 0.5)", (255, 0, 0)),
+        ("rgb(100%25,0%25,0%25)", (0, 0, 255)),
+        ("transparent", (255, 255, 255)),
     ],
 )
 def test_css_colours_become_bgr(colour, bgr):
     assert parse_url_options(f"background={colour}").image.output.background == bgr
 
 
-@pytest.mark.parametrize("colour", ["rgb(256,0,0)", "rgb(0,0,256)", "%23abcde", "%23ggg", "rgb(1,2)"])
+@pytest.mark.parametrize(
+    "colour", ["rgb(256,0,0)", "rgb(0,0,256)", "%23abcde", "%23ggg", "rgb(1,2)", "hsl(0,200%25,50%25)", "oranges"]
+)
 def test_colours_out_of_range_or_misspelt_are_refused(colour):
     assert refused(f"background={colour}") == "background"
 
