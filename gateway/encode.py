@@ -33,6 +33,9 @@ AVIF_AVAILABLE = features.check("avif")
 # for, 1,200 where format=auto chose it; larger outputs are WebP (4096x4096 AVIF took 4.8 s of CPU).
 AVIF_MAX_SIDE = 1600
 AVIF_AUTO_MAX_SIDE = 1200
+# OpenCV's WebP quality that means lossless, for quality=100 (Cloudflare's "use quality=100 to return the WebP
+# lossless format")
+WEBP_LOSSLESS = 101
 
 
 def output_format(
@@ -55,7 +58,8 @@ def keeps_alpha(requested: str | None, input_format: str) -> bool:
 
 def encode_image(pixels: np.ndarray, fmt: str, quality: int, progressive: bool = False, exif: bytes = b"") -> bytes:
     """Encode upright BGR pixels (BGRA for the ALPHA_FORMATS); `quality` (1-100) applies to jpeg, webp
-    and avif; `progressive` makes an interlaced JPEG, `exif` (an EXIF block) goes into a JPEG's APP1."""
+    (100: lossless, as Cloudflare's) and avif; `progressive` makes an interlaced JPEG, `exif` (an EXIF
+    block) goes into a JPEG's APP1."""
     if fmt == "avif":
         buffer = io.BytesIO()
         as_pillow(pixels).save(buffer, "AVIF", quality=quality, speed=AVIF_SPEED)
@@ -68,7 +72,7 @@ def encode_image(pixels: np.ndarray, fmt: str, quality: int, progressive: bool =
         return buffer.getvalue()
     flags = {
         "jpeg": [cv2.IMWRITE_JPEG_QUALITY, quality, cv2.IMWRITE_JPEG_PROGRESSIVE, int(progressive)],
-        "webp": [cv2.IMWRITE_WEBP_QUALITY, quality],
+        "webp": [cv2.IMWRITE_WEBP_QUALITY, WEBP_LOSSLESS if quality >= 100 else quality],
         "png": [cv2.IMWRITE_PNG_COMPRESSION, 3],
     }[fmt]
     ok, encoded = cv2.imencode(f".{fmt}", pixels, flags)

@@ -135,15 +135,16 @@ def _plays(image: Image.Image) -> int:
 
 
 def encode_animation(frames: list[np.ndarray], durations: list[int], plays: int, fmt: str, quality: int) -> bytes:
-    """`frames` (BGR, or straight BGRA: transparency kept) as an animated WebP, GIF or APNG that plays
-    `plays` times (0: forever), or an AVIF sequence (which Pillow writes to play forever)."""
+    """`frames` (BGR, or straight BGRA: transparency kept) as an animated WebP (lossless at `quality`
+    100, as Cloudflare's), GIF or APNG that plays `plays` times (0: forever), or an AVIF sequence
+    (which Pillow writes to play forever)."""
     transparent = frames[0].shape[2] == 4
     code = cv2.COLOR_BGRA2RGBA if transparent else cv2.COLOR_BGR2RGB
     pictures = [Image.fromarray(cv2.cvtColor(frame, code)) for frame in frames]
     buffer = io.BytesIO()
     every = {"save_all": True, "append_images": pictures[1:], "duration": durations}
     if fmt == "webp":
-        pictures[0].save(buffer, "WEBP", **every, loop=plays, quality=quality)
+        pictures[0].save(buffer, "WEBP", **every, loop=plays, quality=quality, lossless=quality >= 100)
         return webp_said_transparent(buffer.getvalue()) if transparent else buffer.getvalue()
     if fmt == "png":  # each frame replaces the last where they differ (APNG's blend "source")
         pictures[0].save(buffer, "PNG", **every, loop=plays, compress_level=3)

@@ -6,10 +6,11 @@ import io
 
 import numpy as np
 import pytest
-from PIL import Image
+from PIL import Image, ImageSequence
 
 from evaluation.images import astronaut
 from gateway.encode import as_pillow, encode_image, keeps_alpha, with_app1
+from gateway.imaging.animation import encode_animation
 
 RNG = np.random.default_rng(11)
 
@@ -30,6 +31,18 @@ def test_a_gif_is_one_frame_of_the_pixels_shown_once():
     assert (gif.format, gif.size, getattr(gif, "n_frames", 1)) == ("GIF", (96, 64), 1)
     assert "loop" not in gif.info  # shown once: no loop extension
     assert np.abs(np.asarray(gif.convert("RGB"), dtype=int) - pixels[:, :, ::-1]).mean() < 12
+
+
+def test_a_webp_at_quality_100_is_lossless_as_cloudflare_s_still_or_animated():
+    """Cloudflare: "use quality=100 to return the WebP lossless format" (it was lossy, the VP8 kind)."""
+    pixels = bgr_photo()
+    still = encode_image(pixels, "webp", 100)
+    assert still[12:16] == b"VP8L" and np.array_equal(np.asarray(read_back(still).convert("RGB"))[..., ::-1], pixels)
+    assert encode_image(pixels, "webp", 99)[12:16] == b"VP8 "
+    frames = [pixels, np.ascontiguousarray(pixels[::-1])]
+    animated = Image.open(io.BytesIO(encode_animation(frames, [50, 50], 0, "webp", 100)))
+    for index, frame in enumerate(ImageSequence.Iterator(animated)):
+        assert np.array_equal(np.asarray(frame.convert("RGB"))[..., ::-1], frames[index]), index
 
 
 def test_png8_is_a_palette_png_close_to_the_pixels():
