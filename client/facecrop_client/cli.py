@@ -360,6 +360,8 @@ def batch_of(client: AnyClient, args: argparse.Namespace, source: Source) -> int
     if args.ray is not None:
         summary = batch_on_ray(args, source, sink, params, failures)
     else:
+        stop_on_sigterm()  # `kill`, a container stopping: as Ctrl-C, the pictures in flight removed
+        sweep_partials(args.output)  # what a run killed outright left half-written
         progress = partial(progress_bar, quiet=args.quiet)
         with about(args.input_dir):
             client.check()  # an address nobody answers: one line at once, not a failure per image

@@ -91,6 +91,19 @@ def test_a_service_that_is_down_is_one_line_naming_its_address_at_once(tmp_path,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jpg"]
 
 
+def test_a_batch_removes_what_a_run_killed_outright_left_half_written(tmp_path):
+    """A run killed mid-write (SIGKILL, the machine lost) leaves `x.jpg.<hex>.partial`; the next
+    local run removes it first, as a Ray run does (they stayed, clutter in the output)."""
+    (tmp_path / "photos").mkdir()
+    left = tmp_path / "out" / "a" / f"x.jpg.{'0' * 32}.partial"
+    left.parent.mkdir(parents=True)
+    left.write_bytes(b"half")
+    mine = tmp_path / "out" / "notes.partial.txt"
+    mine.write_bytes(b"not ours")
+    result = run_cli("batch", str(tmp_path / "photos"), str(tmp_path / "out"), "--mode", "crop", "--url", DOWN)
+    assert result.returncode == 1 and not left.exists() and mine.exists(), result.stderr
+
+
 def test_a_batch_into_the_current_folder_is_run_not_a_traceback(tmp_path):
     """`facecrop batch photos .`: the output `.` has no name to put the manifest beside (a
     ValueError's traceback, before the service was asked anything)."""
