@@ -181,6 +181,8 @@ def split_options(segment: str) -> dict[str, str]:
             raise InvalidParameter(key[:40], "is not an option of /cdn-cgi/image (docs/api/url.md)")
         if key in values:
             raise InvalidParameter(key, "was given more than once")
+        if key == "width" and value == "auto":  # a number's "must be a whole number" said nothing of why
+            raise InvalidParameter(key, "=auto (Cloudflare's width from client hints) is not supported: give pixels")
         values[key] = unquote(value)
     return values
 

@@ -103,3 +103,8 @@ def test_a_malformed_option_is_named(segment, named):
 def test_a_long_unknown_option_is_named_by_its_first_40_characters():
     assert refused("x" * 50) == "x" * 40
     assert refused("y" * 50 + "=1") == "y" * 40
+
+
+def test_width_auto_is_refused_saying_why():
+    with pytest.raises(InvalidParameter, match="client hints"):
+        parse_url_options("width=auto")
