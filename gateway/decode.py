@@ -35,6 +35,7 @@ from gateway.imaging.formats import (
     PREVIEW_ONLY,
     SUPPORTED_FORMATS,
     colour_profile,
+    first_played,
     png_exif_chunk,
     preview_only,
     webp_said_transparent,
@@ -223,8 +224,8 @@ def decode_pixels(
             with Image.open(io.BytesIO(webp_said_transparent(data))) as image:
                 if header.format == "JPEG" and reduction > 1:  # as libjpeg scales it (a CMYK JPEG)
                     image.draft(image.mode, (image.width // reduction, image.height // reduction))
-                if image.info.get("default_image") and header.frames > 1:
-                    image.seek(1)  # an APNG's first frame played, not its still for viewers without APNG
+                if first := first_played(image):
+                    image.seek(first)  # an APNG's first frame played, not its default image
                 image.load()
                 return pillow_to_bgr(image, background)
     except Exception:

@@ -25,7 +25,7 @@ import numpy as np
 from PIL import Image, ImageSequence
 
 from gateway.errors import ImageTooLarge, UnsupportedImage
-from gateway.imaging.formats import AVIF_SPEED, webp_said_transparent
+from gateway.imaging.formats import AVIF_SPEED, first_played, webp_said_transparent
 from gateway.imaging.normalise import BGR, WHITE, pillow_to_bgr
 from gateway.imaging.orientation import apply_orientation
 
@@ -83,7 +83,7 @@ def read_animation(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(webp_said_transparent(data))) as image:  # its canvas as browsers show it
-                skipped = int(bool(image.info.get("default_image")))  # an APNG's still for viewers without APNG
+                skipped = first_played(image)  # an APNG's default image is not one
                 check_cost(getattr(image, "n_frames", 1) - skipped, image.size, output, max_frames)
                 plays = _plays(image)
                 frames, durations = [], []

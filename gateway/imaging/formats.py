@@ -48,6 +48,13 @@ def preview_only(image: Image.Image) -> bool:
     return DNG_VERSION in tags or bool(int(tags.get(NEW_SUBFILE_TYPE, 0)) & REDUCED_RESOLUTION)
 
 
+def first_played(image: Image.Image) -> int:
+    """The index of the first frame a viewer plays: 1 where an APNG's default image (IDAT, a still
+    for viewers without APNG, often a notice that they cannot play it) is not part of its
+    animation, else 0."""
+    return int(bool(image.info.get("default_image")) and getattr(image, "n_frames", 1) > 1)
+
+
 def colour_profile(image: Image.Image, data: bytes) -> bytes | None:
     """The ICC profile the image's pixels are in, as its header says (None: sRGB)."""
     icc = image.info.get("icc_profile")
