@@ -1,6 +1,6 @@
 """`facecrop video`: hide (or list) every face of a video file, frame by frame, through the service.
 
-Each frame is scaled to what the standard pass sees (its longer side at most DETECT_SIDE), sent to
+Each frame is scaled to what the service's pass sees (its longer side at most SENT_SIDE's), sent to
 /v1/detect as a JPEG with several frames in flight so that Triton batches them, and the faces are
 hidden here, at full resolution, with the same code as /v1/anonymize (facecrop_hiding). Frames
 keep their timestamps; audio packets are copied untouched; the container's metadata (GPS, ...)
@@ -34,6 +34,9 @@ from facecrop_client.presets import DEFAULTS
 from facecrop_hiding import Hiding, hidden_share, hide_faces, plausible
 
 DETECT_SIDE = 1024  # the service's standard pass sees no more (FACECROP_TARGET_SIZE)
+# the longer side a frame is sent at, per detail: what that detail's pass sees (fast: YuNet alone at
+# 640); a detail not named here (auto, high) may tile, which needs the frame whole
+SENT_SIDE = {"standard": DETECT_SIDE, "fast": 640}
 JPEG_QUALITY = 90
 TURNS_COUNTERCLOCKWISE = {1: cv2.ROTATE_90_COUNTERCLOCKWISE, 2: cv2.ROTATE_180, 3: cv2.ROTATE_90_CLOCKWISE}
 
@@ -148,11 +151,11 @@ def partials_of(target: Path) -> list[Path]:
 
 def detect_frame(client: AnyClient, frame: av.VideoFrame, params: dict) -> tuple[dict, np.ndarray]:
     """/v1/detect's answer for `frame` in the pixels of the frame as shown, and its corner boxes in
-    the frame's stored pixels: sent scaled to DETECT_SIDE, or whole where a tiled pass may run
-    (detail auto or high: it tiles the original), turned upright as players show it (a phone's
+    the frame's stored pixels: sent scaled to what its detail's pass sees (SENT_SIDE), or whole where
+    a tiled pass may run (detail auto or high: it tiles the original), turned upright as players show it (a phone's
     portrait video is stored sideways: its faces, lying down, were mostly not found)."""
-    tiled = params.get("detail", "standard") != "standard"
-    scale = 1.0 if tiled else min(1.0, DETECT_SIDE / max(frame.width, frame.height))
+    side = SENT_SIDE.get(params.get("detail", "standard"))
+    scale = 1.0 if side is None else min(1.0, side / max(frame.width, frame.height))
     small = frame.reformat(
         round(frame.width * scale), round(frame.height * scale), format="bgr24", interpolation="AREA"
     )

@@ -340,6 +340,28 @@ def test_frames_are_sent_scaled_to_the_standard_pass_and_whole_where_a_tiled_pas
         assert np.abs(np.subtract([rect["x"], rect["y"], rect["width"], rect["height"]], [x, y, SIDE, SIDE])).max() <= 2
 
 
+@pytest.mark.parametrize(
+    "detail, sent_side",
+    [("standard", DETECT_SIDE), ("fast", 640), ("auto", 1920), ("high", 1920), (None, DETECT_SIDE)],
+)
+def test_each_detail_sends_frames_at_what_its_pass_sees(tmp_path, detail, sent_side):
+    """A 1080p clip: `fast` sends what YuNet's 640-pixel pass sees (the cheapest; a whole frame was
+    14x the pixels for nothing), `standard` (and no detail) the standard pass's 1024, `auto` and
+    `high` the frame whole, for their tiles; the faces still come back in the frame's pixels."""
+    size = (1920, 1080)
+    source = tmp_path / "hd.mp4"
+    build(source, 2, size)
+    service = SquaresService(size[0])
+    params = {"min_confidence": 50, **({"detail": detail} if detail else {})}
+    job = VideoJob(source, tmp_path / "faces.jsonl", mode="detect", params=params, tile_every=0, in_flight=2)
+    run_video(service, job, Progress())
+    assert {sent for _, sent, _ in service.sent} == {(sent_side, round(1080 * sent_side / 1920))}
+    line = json.loads((tmp_path / "faces.jsonl").read_text().splitlines()[1])
+    rect = max(line["faces"], key=lambda f: f["confidence"])["face_rectangle"]
+    x, y = square_at(1, size)
+    assert np.abs(np.subtract([rect["x"], rect["y"], rect["width"], rect["height"]], [x, y, SIDE, SIDE])).max() <= 4
+
+
 @pytest.mark.parametrize("rotation", [90, -90, 180])
 def test_a_clip_shown_turned_is_looked_at_as_shown_and_hidden_where_it_is_stored(tmp_path, rotation):
     """A display rotation (a phone stores a portrait video sideways): each frame is sent as players
