@@ -26,7 +26,6 @@ from facecrop_client.batch import (
     OutputError,
     PictureSink,
     Summary,
-    failure_line,
     file_problem,
     ledger_of,
     manifest_path,
@@ -396,6 +395,7 @@ def ray_start(cluster, args: argparse.Namespace) -> float:
         cluster.start(args.ray, args.quiet)
     except cluster.ClusterError as error:
         raise CommandError(str(error)) from error
+    stop_on_sigterm()  # Ray's start put in its own handler (a crash trace, status 15): SIGTERM is Ctrl-C again
     return time.monotonic()
 
 
@@ -411,12 +411,11 @@ def batch_on_ray(args: argparse.Namespace, source: Source, sink, params: dict, f
     try:
         with ledger_of(sink, images, todo, summary, failures, progress_bar(len(todo), quiet=True)) as ledger:
             for done in cluster.run_photos(job, todo):
-                if done.error and stops_the_run(done.error):  # the service's, not the photo's
-                    summary.stopped = failure_line(done.error)
-                    break
                 if done.result is not None:  # detect: its answer, for the one JSON Lines file
                     sink.write(done.source, done.result)
-                ledger.record(done.source, done.output, done.faces, done.error, done.seconds)
+                ledger.settle(done.source, done.output, done.faces, done.error, done.seconds)
+                if summary.stopped:  # the service's failure, not a photo's
+                    break
             if args.mode == "anonymize" and isinstance(source, Folder) and not summary.stopped:
                 print(summary.line(), file=sys.stderr)
                 tasks = [

@@ -293,20 +293,24 @@ def test_a_refused_key_stops_the_job_on_the_cluster(cluster, tree, tmp_path):
     assert not [row for row in manifest(output) if row["status"] == "failed"]
 
 
-def test_ctrl_c_stops_an_embedded_job_and_leaves_no_partial_file(stack, tree, tmp_path):
-    """Embedded (`--ray` alone: a Ray inside the command), through a gate that answers 2 photos and
-    holds the next: the job is mid-way when Ctrl-C comes."""
+@pytest.mark.parametrize("stop, on_cluster", [(signal.SIGINT, False), (signal.SIGTERM, False), (signal.SIGTERM, True)])
+def test_ctrl_c_or_sigterm_stops_a_job_and_leaves_no_partial_file(stack, cluster, tree, tmp_path, stop, on_cluster):
+    """Embedded (`--ray` alone: a Ray inside the command) or on the cluster, through a gate that
+    answers 2 photos and holds the next: the job is mid-way when Ctrl-C comes, or SIGTERM (a job
+    scheduler's stop: Kubernetes, systemd and Slurm send it), which ends it the same way: Ray's own
+    handler had it exit with status 15 and a crash trace."""
     gate = Gate("/v1/anonymize", let_through=2)
     output = tmp_path / "out"
     with gated(stack.gateway, gate) as url:
-        command = [*FACECROP, "--url", url, "batch", str(tree), str(output), "--mode", "anonymize", "--ray", "-q"]
+        command = [*FACECROP, "--url", url, "batch", str(tree), str(output), "--mode", "anonymize"]
+        command += ["--ray", *([cluster.address] if on_cluster else []), "-q"]
         running = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, preexec_fn=restore_ctrl_c)
         assert gate.held.wait(120), running.poll()
-        running.send_signal(signal.SIGINT)
+        running.send_signal(stop)
         gate.released.set()
         _, stderr = running.communicate(timeout=120)
     assert running.returncode == 130, stderr
-    assert "interrupted (run again to continue)" in stderr
+    assert "interrupted (run again to continue)" in stderr and "SIGTERM" not in stderr and "Traceback" not in stderr
     written = [p for p in output.rglob("*") if p.is_file()]
     assert len(written) < PHOTOS and all(p.suffix == ".jpg" for p in written)  # whole pictures only
     assert all(Image.open(p).load() is not None for p in written)
@@ -316,3 +320,22 @@ def test_ctrl_c_stops_an_embedded_job_and_leaves_no_partial_file(stack, tree, tm
     assert again.returncode == 0, again.stderr
     rows = [row for row in manifest(output) if row["status"] == "done"]
     assert sorted(row["output"] for row in rows) == sorted(str(p) for p in output.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("on_cluster", [False, True])
+def test_sigterm_stops_a_video_on_ray_as_ctrl_c_and_leaves_no_partial_file(stack, cluster, tree, tmp_path, on_cluster):
+    """`video --ray` mid-way (a gate holds its frames past the twelfth) told SIGTERM: status 130, no
+    crash trace, no partial file beside OUT, as with Ctrl-C."""
+    gate = Gate("/v1/detect", let_through=12)
+    target = tmp_path / "out.mp4"
+    with gated(stack.gateway, gate) as url:
+        command = [*FACECROP, "--url", url, "video", str(tree / "clips" / "street.mp4"), str(target)]
+        command += ["--ray", *([cluster.address] if on_cluster else []), "-q"]
+        running = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, preexec_fn=restore_ctrl_c)
+        assert gate.held.wait(120), running.poll()
+        running.send_signal(signal.SIGTERM)
+        gate.released.set()
+        _, stderr = running.communicate(timeout=120)
+    assert running.returncode == 130, stderr
+    assert "SIGTERM" not in stderr and "Traceback" not in stderr
+    assert not list(tmp_path.iterdir())
