@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import signal
 import threading
 import time
@@ -21,7 +22,7 @@ import cv2
 import numpy as np
 import pytest
 import requests
-from PIL import Image
+from PIL import Image, ImageDraw
 from playwright.sync_api import Browser, Page
 
 from evaluation.images import CROWD, astronaut, encoded, photo
@@ -362,6 +363,13 @@ ONE_FACE = {
 }
 
 
+def sticker(size: tuple[int, int] = (400, 300)) -> Image.Image:
+    """A sticker, 400x300: an opaque orange disc (100-300, 50-250) on a transparent ground."""
+    image = Image.new("RGBA", size, (0, 0, 0, 0))
+    ImageDraw.Draw(image).ellipse((100, 50, 300, 250), fill=(255, 140, 0, 255))
+    return image
+
+
 def json_answer(status: int, body: dict) -> tuple[int, dict[str, str], bytes]:
     return status, {"Content-Type": "application/json"}, json.dumps(body).encode()
 
@@ -372,17 +380,27 @@ def refusal(status: int, code: str) -> tuple[int, dict[str, str], bytes]:
 
 
 class _Service(BaseHTTPRequestHandler):
-    """GET /healthz: 200; the n-th POST (from 0): `server.answer_for(n)`, or the connection closed
+    """GET /healthz: 200 while `server.healthy` (else the connection closed unanswered); the n-th POST
+    (from 0): where `server.unanswered(body)` gives seconds, its connection closed unanswered after
+    them (math.inf: once the service closes), else `server.answer_for(n)`, or the connection closed
     unanswered where it is None (a service gone away)."""
 
     def do_GET(self) -> None:
+        if not self.server.healthy:  # type: ignore[attr-defined]
+            self.close_connection = True
+            return
         answer(self, 200, b"ok", {"Content-Type": "text/plain"})
 
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         with self.server.lock:  # type: ignore[attr-defined]
             turn = self.server.posts  # type: ignore[attr-defined]
             self.server.posts += 1  # type: ignore[attr-defined]
+        held = self.server.unanswered(body)  # type: ignore[attr-defined]
+        if held is not None:
+            self.server.closing.wait(None if held == math.inf else held)  # type: ignore[attr-defined]
+            self.close_connection = True
+            return
         reply = self.server.answer_for(turn)  # type: ignore[attr-defined]
         if reply is None:
             self.close_connection = True
@@ -395,15 +413,21 @@ class _Service(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def scripted_service(answer_for) -> Iterator[ThreadingHTTPServer]:
-    """A stand-in for the service on a loopback port, answering each POST as `answer_for(n)` says;
-    its `posts` counts them and `url` is its address."""
+def scripted_service(answer_for, unanswered=lambda body: None) -> Iterator[ThreadingHTTPServer]:
+    """A stand-in for the service on a loopback port, answering each POST as `answer_for(n)` says
+    (one for whose body `unanswered` gives seconds: its connection closed after them, unanswered); its
+    `posts` counts them, `url` is its address, and `healthy` set False leaves its /healthz unanswered
+    too (nothing answers)."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Service)
     server.daemon_threads = True
     server.answer_for, server.posts, server.lock = answer_for, 0, threading.Lock()  # type: ignore[attr-defined]
+    server.unanswered, server.closing, server.healthy = unanswered, threading.Event(), True  # type: ignore[attr-defined]
     server.url = f"http://127.0.0.1:{server.server_port}"  # type: ignore[attr-defined]
     with serving(server):
-        yield server
+        try:
+            yield server
+        finally:
+            server.closing.set()  # type: ignore[attr-defined]  # the held calls end
 
 
 Server = TypeVar("Server", bound=BaseServer)

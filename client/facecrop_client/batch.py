@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
@@ -124,7 +124,11 @@ class PictureSink:
         """Where the picture may be: named for the format asked for, or for the one the service
         answers in instead (a photo asked for as AVIF, larger than AVIF's bound, is a WebP)."""
         fmt = self.format_of(relative)
-        return [(self.output / relative).with_suffix(CROP_SUFFIXES[f]) for f in (fmt, *SUBSTITUTES.get(fmt, ()))]
+        return [self.named(relative, each) for each in (fmt, *SUBSTITUTES.get(fmt, ()))]
+
+    def named(self, relative: str, fmt: str) -> Path:
+        """The picture of `relative` in `fmt`, under the output folder."""
+        return (self.output / relative).with_suffix(CROP_SUFFIXES[fmt])
 
     def load(self, images: list[Item]) -> None:
         """Note each image whose output an earlier one writes, or may write (x.jpeg's and x.heic's are
@@ -158,7 +162,7 @@ class PictureSink:
         own (two writers of the same output, say a task run again after its node died, never share
         one), then renamed; where it went."""
         fmt = CONTENT_FORMATS.get(result.content_type.split(";")[0].strip(), self.format_of(relative))
-        target = (self.output / relative).with_suffix(CROP_SUFFIXES[fmt])
+        target = self.named(relative, fmt)
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_name(f"{target.name}.{uuid.uuid4().hex}{PARTIAL_SUFFIX}")
         try:
@@ -188,6 +192,10 @@ class PictureSink:
 # first, which is not counted as the photo's failure (the next run does it).
 RUN_STOPPING_STATUSES = frozenset({401, 403, 404, 503})
 RUN_STOPPING_CODES = frozenset({"connection_error", "storage_error"})
+# A photo the service took but never answered (past --timeout and the retries) while it still answers
+# (its /healthz): that photo's failure, unless so many fail so in a row that the service is what fails.
+NOT_ANSWERED = "not_answered"
+UNANSWERED_IN_A_ROW = 5
 STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})  # a write_error of every output
 
 
@@ -268,12 +276,36 @@ def progress_bar(
 @dataclass
 class Ledger:
     """What a batch writes as its items finish, whichever engine ran them: one manifest line per
-    item (source, output, faces, status, error, duration_ms), the failures file, the counts."""
+    item (source, output, faces, status, error, duration_ms), the failures file, the counts.
+
+    `settle` judges each photo's end first: a failure of the service's stops the run (`stops_the_run`),
+    and a photo not answered (NOT_ANSWERED) is held until an answer after it shows the service works
+    (then it is the photo's failure, as at the run's end) or UNANSWERED_IN_A_ROW of them show that it
+    does not (the run stops; none is counted, the next run sends them again)."""
 
     summary: Summary
     manifest: TextIO
     failures: TextIO
     bar: tqdm
+    unanswered: list[tuple[str, dict, float]] = field(default_factory=list)
+
+    def settle(self, source: str, output: Path | str, faces: int, error: dict | None, seconds: float) -> None:
+        """One photo ended: recorded, held (not answered) or, where the service failed, the run stopped."""
+        if error and stops_the_run(error):
+            self.summary.stopped = self.summary.stopped or failure_line(error)
+        elif error and error["code"] == NOT_ANSWERED:
+            self.unanswered.append((source, error, seconds))
+            if len(self.unanswered) >= UNANSWERED_IN_A_ROW and not self.summary.stopped:
+                self.summary.stopped = f"{failure_line(error)} ({len(self.unanswered)} photos in a row)"
+        else:
+            self.release()
+            self.record(source, output, faces, error, seconds)
+
+    def release(self) -> None:
+        """The photos held as not answered, each its own failure: the service answered after them."""
+        for source, error, seconds in self.unanswered:
+            self.record(source, "", 0, error, seconds)
+        self.unanswered.clear()
 
     def record(
         self, source: str, output: Path | str, faces: int, error: dict | None, seconds: float, image: bool = True
@@ -351,6 +383,8 @@ def ledger_of(
         ledger = Ledger(summary, lines, failures, bar)
         ledger.found(earlier, sink)
         yield ledger
+        if not summary.ended_early:  # every photo sent and the service still there: theirs
+            ledger.release()
 
 
 def videos_to_do(root: Path, output: Path) -> list[str]:
@@ -396,12 +430,10 @@ def run_batch(
                     finished_as, error, seconds = _finish(future, sink, name)
                     if error is None:
                         result, written = finished_as
-                        ledger.record(name, written, sink.faces(result), None, seconds)
-                    elif stops_the_run(error):  # the photos in flight end; no more are sent
-                        summary.stopped = summary.stopped or failure_line(error)
+                        ledger.settle(name, written, sink.faces(result), None, seconds)
                     else:
-                        ledger.record(name, "", 0, error, seconds)
-                if not summary.stopped:
+                        ledger.settle(name, "", 0, error, seconds)
+                if not summary.stopped:  # else the photos in flight end; no more are sent
                     _fill(pool, running, queue, client, source, sink, params, 2 * concurrency)
         except KeyboardInterrupt:
             summary.interrupted = True
@@ -444,8 +476,24 @@ def timed_call(sink, client: AnyClient, source: Source, item: Item, params: dict
     try:
         sink.check(item.name)
         return sink.call(client, source.read(item.origin), item.name, params), time.monotonic() - started
-    except (FacecropError, OSError) as error:
+    except FacecropError as error:
+        raise Failed(unanswered_or_gone(client, error), time.monotonic() - started) from error
+    except OSError as error:
         raise Failed(error, time.monotonic() - started) from error
+
+
+def unanswered_or_gone(client: AnyClient, error: FacecropError) -> FacecropError:
+    """A call that could not reach the service (past its retries) asks whether anything answers:
+    where the service does (its /healthz), the photo was not answered (NOT_ANSWERED: held up past the
+    timeout, a connection cut on it), else the service is gone (the error as it is: the run stops)."""
+    if error.code != "connection_error":
+        return error
+    try:
+        client.check()
+    except FacecropError:
+        return error
+    message = f"the service answers, but not this photo: {error.message.split(': ', 1)[-1]}"
+    return FacecropError(0, NOT_ANSWERED, message, error.request_id)
 
 
 def _fill(pool, running: dict, queue: Iterator[Item], client, source: Source, sink, params: dict, window: int) -> None:

@@ -6,17 +6,20 @@ which counts the photos sent."""
 from __future__ import annotations
 
 import errno
+import inspect
 import json
+import math
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
 from facecrop_client import Client
-from facecrop_client.batch import DetectSink, PictureSink, reason, run_batch
+from facecrop_client.batch import UNANSWERED_IN_A_ROW, DetectSink, PictureSink, reason, run_batch
 from facecrop_client.on_ray import PhotoJob, Service, one_photo
 from facecrop_client.sources import Folder, Item
 from tests.support import ONE_FACE, json_answer, refusal, scripted_service
@@ -90,10 +93,20 @@ def test_a_photos_own_refusal_fails_that_photo_and_the_run_goes_on(photos, tmp_p
 
 
 def test_a_service_gone_mid_run_stops_it_keeping_what_was_done(photos, tmp_path):
-    """5 photos answered, then every connection closed unanswered: the 5 are kept, the run stops
+    """5 photos answered, then nothing answers (its /healthz neither): the 5 are kept, the run stops
     (each photo retried once, not a failure per photo), and the next run sends only the other 35."""
     output = tmp_path / "faces.jsonl"
-    summary, service = run_once(photos, tmp_path, lambda n: json_answer(200, ONE_FACE) if n < 5 else None)
+
+    def gone_after_five(service):
+        def answer_for(n):
+            if n < 5:
+                return json_answer(200, ONE_FACE)
+            service.healthy = False
+            return None
+
+        return answer_for
+
+    summary, service = run_once(photos, tmp_path, gone_after_five)
     assert summary.stopped.startswith("connection_error: cannot reach http://127.0.0.1:")
     assert (summary.succeeded, summary.failed) == (5, 0)
     assert service.posts <= 5 + 2 * (2 * CONCURRENCY)  # the photos in flight, each sent twice
@@ -103,11 +116,60 @@ def test_a_service_gone_mid_run_stops_it_keeping_what_was_done(photos, tmp_path)
     assert sorted(line["path"] for line in lines(output)) == sorted(p.name for p in photos.iterdir())
 
 
-def run_once(photos: Path, tmp_path: Path, answer_for):
-    """One run_batch of detect into tmp_path/faces.jsonl, the client retrying once without waiting."""
+def test_a_photo_the_service_never_answers_fails_alone_and_the_run_goes_on(photos, tmp_path):
+    """One photo of 40 held past the timeout (and its retry) while the service answers every other:
+    that photo's failure (not_answered), the other 39 done; the next run sends only it again."""
+    held = (photos / "p03.jpg").read_bytes()
+    unanswered = lambda body: math.inf if body == held else None  # noqa: E731
+    summary, service = run_once(photos, tmp_path, lambda n: json_answer(200, ONE_FACE), unanswered)
+    assert not summary.stopped and (summary.succeeded, summary.failed) == (PHOTOS - 1, 1)
+    (failure,) = lines(tmp_path / "failures.jsonl")
+    assert (failure["path"], failure["code"]) == ("p03.jpg", "not_answered")
+    assert (
+        failure["message"].startswith("the service answers, but not this photo: ") and "timed out" in failure["message"]
+    )
+    assert len(lines(tmp_path / "faces.jsonl")) == PHOTOS - 1
+    summary, service = run_once(photos, tmp_path, lambda n: json_answer(200, ONE_FACE))
+    assert service.posts == 1 and summary.skipped == PHOTOS - 1 and summary.succeeded == 1
+
+
+@pytest.mark.parametrize("answered", [0, 7])
+def test_photos_the_service_never_answers_in_a_row_stop_the_run_none_counted(photos, tmp_path, answered):
+    """The service answers its /healthz but no upload past the first `answered`: the run stops once
+    UNANSWERED_IN_A_ROW photos in a row went unanswered, none counted as a photo's failure (the next
+    run sends them again), and no more are sent."""
+    first = {(photos / f"p{n:02}.jpg").read_bytes() for n in range(answered)}
+    unanswered = lambda body: None if body in first else math.inf  # noqa: E731
+    summary, service = run_once(photos, tmp_path, lambda n: json_answer(200, ONE_FACE), unanswered, timeout=0.2)
+    assert summary.stopped.startswith("not_answered: the service answers, but not this photo: ")
+    assert summary.stopped.endswith(f"({UNANSWERED_IN_A_ROW} photos in a row)")
+    assert (summary.succeeded, summary.failed) == (answered, 0) and lines(tmp_path / "failures.jsonl") == []
+    assert service.posts <= answered + 2 * (UNANSWERED_IN_A_ROW + 2 * CONCURRENCY)  # each sent twice
+
+
+def test_photos_not_answered_apart_are_each_their_own_failure(photos, tmp_path):
+    """The first photo's connection cut (twice: its retry too) while the others are answered, then the
+    last four's: never UNANSWERED_IN_A_ROW in a row between two answers, so the run goes on, and each
+    of the five is its photo's failure."""
+    cut = {(photos / f"p{n:02}.jpg").read_bytes() for n in (0, 36, 37, 38, 39)}
+    slowly = lambda n: time.sleep(0.05) or json_answer(200, ONE_FACE)  # noqa: E731
+    summary, _ = run_once(photos, tmp_path, slowly, lambda body: 0 if body in cut else None)
+    assert not summary.stopped and (summary.succeeded, summary.failed) == (PHOTOS - 5, 5)
+    assert sorted(line["path"] for line in lines(tmp_path / "failures.jsonl")) == [
+        "p00.jpg",
+        *(f"p{n}.jpg" for n in range(36, 40)),
+    ]
+    assert {line["code"] for line in lines(tmp_path / "failures.jsonl")} == {"not_answered"}
+
+
+def run_once(photos: Path, tmp_path: Path, answer_for, unanswered=lambda body: None, timeout: float = 0.5):
+    """One run_batch of detect into tmp_path/faces.jsonl, the client retrying once without waiting;
+    `answer_for` may take the service instead of a turn (it returns the turn's function)."""
     output = tmp_path / "faces.jsonl"
-    with scripted_service(answer_for) as service:
-        client = Client(service.url, retries=1, backoff=0.001)
+    with scripted_service(answer_for, unanswered) as service:
+        if "service" in inspect.signature(answer_for).parameters:
+            service.answer_for = answer_for(service)
+        client = Client(service.url, retries=1, backoff=0.001, timeout=timeout)
         client.check()
         failures = tmp_path / "failures.jsonl"
         summary = run_batch(client, Folder(photos, output), DetectSink(output), {}, CONCURRENCY, failures, quiet)
@@ -183,3 +245,16 @@ def test_a_full_disk_stops_the_run_as_a_storage_error(photos, tmp_path):
     assert (summary.succeeded, summary.failed) == (3, 0) and lines(failures) == []
     assert service.posts <= 3 + 1 + 2 * CONCURRENCY  # those written, the one that found the disk full, those in flight
     assert [reason(OSError(errno.EACCES, "Permission denied"), "write_error")["code"]] == ["write_error"]
+
+
+@pytest.mark.parametrize("healthy, code", [(True, "not_answered"), (False, "connection_error")])
+def test_a_ray_task_tells_a_photo_not_answered_from_a_service_gone(photos, tmp_path, healthy, code):
+    """A Ray task asks, from its node, whether the service still answers: the driver then holds the
+    photo (the run goes on) or stops the run, as the local path does."""
+    output = tmp_path / "faces.jsonl"
+    with scripted_service(lambda n: json_answer(200, ONE_FACE), lambda body: 0) as service:
+        service.healthy = healthy
+        job = PhotoJob(Folder(photos, output), DetectSink(output), {}, Service(service.url, timeout=0.5))
+        job.service.client().answered = True  # as after its first answer: a cut connection is retried
+        done = one_photo(job, Item("p00.jpg", str(photos / "p00.jpg")))
+    assert done.error is not None and done.error["code"] == code
