@@ -26,6 +26,9 @@ CONTENT_TYPES = {
     "png8": "image/png",  # a palette PNG
 }
 ENCODABLE_INPUTS = {"JPEG": "jpeg", "PNG": "png", "WEBP": "webp", "AVIF": "avif"}
+# format=auto for a client that names neither AVIF nor WebP: the source's own format where every client
+# reads it (Cloudflare's "the original format"; a PNG keeps its transparency), else JPEG
+READABLE_INPUTS = {"JPEG": "jpeg", "PNG": "png"}
 # the outputs that keep transparency (a GIF's: one transparent colour for the pixels under half opaque)
 ALPHA_FORMATS = frozenset({"png", "png8", "webp", "avif", "gif"})
 AVIF_AVAILABLE = features.check("avif")
@@ -39,21 +42,26 @@ WEBP_LOSSLESS = 101
 
 
 def output_format(
-    requested: str | None, input_format: str, size: tuple[int, int], avif_max_side: int = AVIF_MAX_SIDE
+    requested: str | None,
+    input_format: str,
+    size: tuple[int, int],
+    avif_max_side: int = AVIF_MAX_SIDE,
+    negotiated: bool = False,
 ) -> str:
-    """The requested format, else the input's when it is JPEG, PNG, WebP or AVIF, else jpeg; AVIF
+    """The requested format, else the input's when it is JPEG, PNG, WebP or AVIF (`negotiated`, where
+    format=auto found neither AVIF nor WebP taken: JPEG or PNG, READABLE_INPUTS), else jpeg; AVIF
     (however it was chosen) as WebP where no encoder is here or the output's (W, H) `size` has a
     side over `avif_max_side`."""
-    chosen = requested or ENCODABLE_INPUTS.get(input_format, "jpeg")
+    chosen = requested or (READABLE_INPUTS if negotiated else ENCODABLE_INPUTS).get(input_format, "jpeg")
     if chosen == "avif" and (not AVIF_AVAILABLE or max(size) > avif_max_side):
         return "webp"
     return chosen
 
 
-def keeps_alpha(requested: str | None, input_format: str) -> bool:
+def keeps_alpha(requested: str | None, input_format: str, negotiated: bool = False) -> bool:
     """Whether the output `output_format` settles on has an alpha channel (AVIF's bound makes it
     WebP, which has one too)."""
-    return output_format(requested, input_format, (1, 1)) in ALPHA_FORMATS
+    return output_format(requested, input_format, (1, 1), negotiated=negotiated) in ALPHA_FORMATS
 
 
 def encode_image(pixels: np.ndarray, fmt: str, quality: int, progressive: bool = False, exif: bytes = b"") -> bytes:

@@ -41,7 +41,8 @@ class Output:
     background: BGR | None = None  # under transparency and fit=pad's canvas; None: transparency kept where the
     # format has it, else white
     animated: bool = False  # an animation stays one, in a format that has animations
-    negotiated: bool = False  # format=auto chose `format` (an animation then goes out as WebP or GIF)
+    negotiated: bool = False  # format=auto chose `format` (an animation then goes out as WebP); None: the
+    # client takes neither AVIF nor WebP, so the source's format where every client reads it, else JPEG
 
 
 @dataclass(frozen=True)

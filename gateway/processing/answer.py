@@ -146,7 +146,7 @@ def encoded(frames: list[Frame], work: Work) -> tuple[bytes, str]:
     with work.timer.stage("encode"):
         height, width = pixels[0].shape[:2]
         requested = work.animated_as or output.format
-        fmt = output_format(requested, header.format, (width, height), output.avif_max_side)
+        fmt = output_format(requested, header.format, (width, height), output.avif_max_side, output.negotiated)
         if work.animation is not None:
             animation = work.animation
             body = encode_animation(pixels, animation.durations, animation.plays, fmt, output.quality)

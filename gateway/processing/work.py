@@ -92,7 +92,7 @@ class Work:
         if given is not None:
             return given
         fmt = self.animated_as or self.request.output.format
-        return None if keeps_alpha(fmt, self.header.format) else WHITE
+        return None if keeps_alpha(fmt, self.header.format, self.request.output.negotiated) else WHITE
 
     @property
     def listed(self) -> Detections:
@@ -103,13 +103,14 @@ class Work:
 
 def animation_format(header: ImageHeader, output: Output) -> str | None:
     """How an animation goes out where it stays one (anim=true): as JSON, or an animated WebP or GIF
-    (the one asked for; format=auto's WebP where the client takes it, else GIF), or the source's own
-    (an APNG's or AVIF sequence's too); None for a still (a still source, anim=false, or another
-    format: a GIF asked for as PNG is its first frame, as Cloudflare answers)."""
+    (the one asked for; format=auto's WebP where the client takes it, else the source's own where
+    every client plays it, a GIF or an APNG, else GIF), or the source's own (an APNG's or AVIF
+    sequence's too); None for a still (a still source, anim=false, or another format: a GIF asked
+    for as PNG is its first frame, as Cloudflare answers)."""
     if not (header.animated and output.animated):
         return None
-    if output.negotiated:  # WebP where the client takes AVIF or WebP (not every AVIF reader plays sequences)
-        return "gif" if output.format == "jpeg" else "webp"
     own = header.format.lower()
+    if output.negotiated:  # WebP where the client takes AVIF or WebP (not every AVIF reader plays sequences)
+        return "webp" if output.format else own if own in ("gif", "png") else "gif"
     asked = "png" if output.format == "png8" else output.format  # an APNG asked for as PNG8: in full colour
     return asked or own if asked in (None, "json", "gif", "webp", own) else None

@@ -27,7 +27,7 @@ from werkzeug.http import parse_accept_header, parse_etags
 
 from gateway.encode import AVIF_AVAILABLE
 
-PIPELINE_VERSION = "8"  # raised whenever the same source and options would give other pixels
+PIPELINE_VERSION = "9"  # raised whenever the same source and options would give other pixels
 DEFAULT_MAX_AGE = 86_400  # when the origin says nothing
 MIN_MAX_AGE = 3_600  # also where a 304 from the origin does not repeat its Cache-Control
 ERROR_MAX_AGE = 60  # answers that a retry will not change: no such source, not an image, too large
@@ -135,11 +135,13 @@ def slow_connection(headers: Headers | Mapping[str, str]) -> bool:
 
 def negotiate(requested: str | None, accept_header: str | None) -> str:
     """The output format: format=auto picks AVIF (where Accept names it and the encoder is here),
-    else WebP (where Accept names it), else JPEG; "input" where none was requested (the source's
-    own format; encode.output_format settles it, AVIF as WebP without an encoder)."""
+    else WebP (where Accept names it), else "input" as Cloudflare falls back to "the original
+    format" (a PNG stays a PNG, its transparency kept; an animated GIF or an APNG stays one; a format
+    not every client reads is a JPEG: encode.READABLE_INPUTS); "input" too where none was requested
+    (the source's own format; encode.output_format settles it, AVIF as WebP without an encoder)."""
     accept = parse_accept_header(accept_header, MIMEAccept)
     if requested == "auto":
         if AVIF_AVAILABLE and accepts(accept, "image/avif"):
             return "avif"
-        return "webp" if accepts(accept, "image/webp") else "jpeg"
+        return "webp" if accepts(accept, "image/webp") else "input"
     return requested or "input"

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
 import pytest
 import requests
 from PIL import Image
@@ -32,6 +33,7 @@ from gateway.config import Settings
 from gateway.encode import AVIF_AVAILABLE
 from gateway.url.caching import slow_connection
 from local_triton.processes import free_port, running_gateway, stop
+from tests.support import sticker
 
 ROOT = Path(__file__).resolve().parents[2]
 NGINX_CONF = ROOT / "deploy" / "proxy" / "nginx.conf"
@@ -143,6 +145,7 @@ def running_proxy(gateway: str, folder: Path, settings: dict[str, str] | None = 
 def proxy(stack, tmp_path_factory) -> Iterator[Proxy]:
     originals = tmp_path_factory.mktemp("originals")
     astronaut().save(originals / "astronaut.jpg", quality=90)
+    sticker().save(originals / "sticker.png")
     folder = tmp_path_factory.mktemp("nginx")
     with (
         running_gateway(stack.triton_grpc, {"FACECROP_ORIGIN": str(originals)}, name="proxy") as gateway,
@@ -170,6 +173,21 @@ def test_format_auto_is_cached_by_the_accept_class_the_gateway_answered(proxy):
         assert fmt == expected, (accept, fmt)
         assert cache == ("HIT" if expected in first else "MISS"), f"{accept!r}: {cache}\n{proxy.logs()}"
         assert data == first.setdefault(expected, data), accept
+
+
+def test_format_auto_of_a_transparent_png_is_cached_per_class_each_keeping_its_transparency(proxy):
+    """One origin PNG, clients of every class: those that take neither AVIF nor WebP get a PNG (the
+    original format, not a flattened JPEG), the others AVIF or WebP, each class from its own cache
+    entry, every answer transparent where the sticker is."""
+    first: dict[str, bytes] = {}
+    for accept, expected in ACCEPTS:
+        expected = "png" if expected == "jpeg" else expected if AVIF_AVAILABLE or expected != "avif" else "webp"
+        fmt, data, cache = fetched(proxy.url + "/cdn-cgi/image/width=200,format=auto/sticker.png", {"Accept": accept})
+        assert fmt == expected, (accept, fmt)
+        assert cache == ("HIT" if expected in first else "MISS"), f"{accept!r}: {cache}\n{proxy.logs()}"
+        assert data == first.setdefault(expected, data), accept
+        alpha = np.asarray(Image.open(io.BytesIO(data)).convert("RGBA"))[..., 3]
+        assert alpha[2, 2] == 0 and alpha[75, 100] == 255, accept
 
 
 def test_slow_connection_hints_are_one_class_of_the_key(proxy):

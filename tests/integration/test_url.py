@@ -28,6 +28,7 @@ from evaluation.images import (
     STADIUM,
     UNSURE_AND_LARGE,
     astronauts_moved,
+    encoded,
     moving_face_animation,
     moving_face_frames,
     photo,
@@ -37,11 +38,12 @@ from evaluation.origins import photo_origin, trap
 from evaluation.service import inferences
 from facecrop_client import image_url
 from gateway.config import Settings
+from gateway.encode import AVIF_AVAILABLE
 from gateway.params import MIN_CANDIDATE_CONFIDENCE
 from gateway.url.caching import EtagSealer, describe
 from gateway.url.options import parse_url_options
 from local_triton.processes import child_pids, free_port, running_gateway
-from tests.support import faces_and_implausible, holds_every_face, rectangle, rectangles, regions_of
+from tests.support import faces_and_implausible, holds_every_face, rectangle, rectangles, regions_of, sticker
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]  # where code blocks are quoted from
@@ -69,6 +71,7 @@ def originals(tmp_path_factory) -> Path:
     for name, data in astronauts_moved().items():
         (root / name).write_bytes(data)
     (root / "moving.webp").write_bytes(moving_face_animation())
+    (root / "sticker.png").write_bytes(encoded(sticker(), "PNG"))
     return root
 
 
@@ -359,6 +362,23 @@ def test_format_auto_varies_by_accept(public):
     assert all(r.headers["Vary"] == "Accept" for r in (avif, webp, other))
     assert len({r.headers["ETag"] for r in (avif, webp, other)}) == 3
     assert Image.open(io.BytesIO(avif.content)).size == (128, 128)
+
+
+def test_format_auto_keeps_a_png_a_png_where_the_client_takes_neither_avif_nor_webp(public):
+    """A transparent sticker for a link-preview bot or a mail client (Accept: image/png,image/*): a
+    PNG, its ground still transparent, as Cloudflare falls back to the original format; AVIF and
+    WebP where taken, transparent too."""
+    answers = {
+        accept: get(public.url, "width=200,format=auto/sticker.png", Accept=accept)
+        for accept in ("image/png,image/*", "image/webp,*/*", "image/avif,image/webp,*/*")
+    }
+    expected = ["PNG", "WEBP", "AVIF" if AVIF_AVAILABLE else "WEBP"]
+    pictures = [Image.open(io.BytesIO(answer.content)) for answer in answers.values()]
+    assert [p.format for p in pictures] == expected
+    for picture in pictures:
+        alpha = np.asarray(picture.convert("RGBA"))[..., 3]
+        assert picture.size == (200, 150) and alpha[2, 2] == 0 and alpha[75, 100] == 255
+    assert all(answer.headers["Vary"] == "Accept" for answer in answers.values())
 
 
 def test_signatures_python_node_and_every_wrong_one(signed):

@@ -156,7 +156,7 @@ def test_an_animations_faces_are_looked_for_in_frames_spread_from_the_first_to_t
         (Output(format="json", animated=True), "json"),
         (Output(format="webp", animated=True), "webp"),
         (Output(format="avif", animated=True, negotiated=True), "webp"),  # format=auto, the browser takes AVIF
-        (Output(format="jpeg", animated=True, negotiated=True), "gif"),  # format=auto, neither AVIF nor WebP
+        (Output(animated=True, negotiated=True), "gif"),  # format=auto, neither AVIF nor WebP: the source's own
         (Output(format="jpeg", animated=True), None),  # asked for a JPEG: its first frame
         (Output(format="webp", animated=False), None),  # anim=false
     ],
@@ -181,6 +181,9 @@ def test_how_an_animation_goes_out(output, expected):
             Output(format="avif", animated=True, negotiated=True),
             "webp",
         ),  # format=auto: not every reader plays AVIF sequences
+        ("PNG", Output(animated=True, negotiated=True), "png"),  # format=auto, neither AVIF nor WebP: an APNG
+        ("AVIF", Output(animated=True, negotiated=True), "gif"),  # ... and not every client plays AVIF: GIF
+        ("WEBP", Output(animated=True, negotiated=True), "gif"),
         ("GIF", Output(format="png", animated=True), None),  # a GIF asked for as a PNG: its first frame
         ("WEBP", Output(format="avif", animated=True), None),
     ],

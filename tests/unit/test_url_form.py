@@ -16,6 +16,7 @@ from PIL import Image
 
 from evaluation.images import astronaut, encoded, png_declaring
 from evaluation.origins import trap
+from evaluation.sources import animation
 from facecrop_client import image_url
 from gateway.app import create_app
 from gateway.config import Settings
@@ -28,7 +29,7 @@ from gateway.url.fetch import AddressRefused, Fetcher, first_address, is_public
 from gateway.url.options import UNSUPPORTED, parse_url_options
 from gateway.url.signing import signature, unsigned_path
 from gateway.url.sources import Source, resolve_source
-from tests.support import NoFacesModel, url_client, url_get
+from tests.support import NoFacesModel, sticker, url_client, url_get
 
 KEY, SALT = "736563726574", "73616c74"
 
@@ -117,6 +118,41 @@ def test_formats_and_negotiation(originals, options, content_type, accept):
     assert response.status_code == 200 and response.headers["Content-Type"] == content_type
     assert (response.headers.get("Vary") == "Accept") == ("auto" in options)
     assert picture(response).size == (512, 512)
+
+
+@pytest.mark.parametrize(
+    ("source", "accept", "expected", "frames"),
+    [
+        ("sticker.png", "image/png,image/*", "PNG", 1),  # a link-preview bot, a mail client: transparency kept
+        ("sticker.png", "*/*", "PNG", 1),
+        ("sticker.png", "image/webp,*/*", "WEBP", 1),
+        ("people/astronaut.jpg", "image/png,image/*", "JPEG", 1),
+        ("moving.gif", "*/*", "GIF", 3),  # an animated GIF stays one
+        ("moving.png", "*/*", "PNG", 3),  # an APNG stays one
+        ("moving.webp", "*/*", "GIF", 3),  # not every client plays WebP: GIF, as before
+        ("still.webp", "image/png,image/*", "JPEG", 1),  # not every client reads WebP: JPEG
+        ("still.gif", "*/*", "JPEG", 1),  # a still GIF, as with no format (Cloudflare's rule)
+    ],
+)
+def test_format_auto_falls_back_to_the_sources_own_format_where_every_client_reads_it(
+    originals, source, accept, expected, frames
+):
+    """format=auto for a client that takes neither AVIF nor WebP: the original format, as Cloudflare
+    Images, Fastly and Sanity answer (a transparent PNG came back a JPEG, its transparency gone)."""
+    disc = sticker()
+    (originals / "sticker.png").write_bytes(encoded(disc, "PNG"))
+    moving = [sticker().rotate(angle) for angle in (0, 30, 60)]
+    for name in ("moving.gif", "moving.png", "moving.webp"):
+        (originals / name).write_bytes(animation(moving, name.split(".")[1].upper(), [100] * 3, 0))
+    (originals / "still.webp").write_bytes(encoded(disc, "WEBP"))
+    (originals / "still.gif").write_bytes(encoded(disc, "GIF"))
+    response = url_get(url_client(originals), f"width=200,format=auto/{source}", Accept=accept)
+    got = picture(response)
+    assert (got.format, getattr(got, "n_frames", 1)) == (expected, frames)
+    assert response.headers["Vary"] == "Accept" and response.headers["Content-Type"] == f"image/{expected.lower()}"
+    if source == "sticker.png":
+        alpha = np.asarray(got.convert("RGBA"))[..., 3]
+        assert alpha[2, 2] == 0 and alpha[75, 100] == 255  # the ground transparent, the disc opaque
 
 
 def test_jpeg_is_progressive_as_cloudflares_and_baseline_jpeg_is_not(originals):
