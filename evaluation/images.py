@@ -34,15 +34,34 @@ STORED_AS = {
 }
 
 
-def photo(relative: str) -> Path:
+class MissingSharedData(FileNotFoundError):
+    """Labeled evaluation data (../shared/faces) that this checkout does not have beside it."""
+
+
+def shared(relative: str) -> Path:
+    """A file or folder of the shared labeled photos; MissingSharedData, saying where they come from,
+    where it is not there."""
     path = SHARED_FACES / relative
-    if not path.is_file():
-        raise FileNotFoundError(f"missing shared test photo {path}: the checkout needs ../shared/faces beside it")
+    if not path.exists():
+        raise MissingSharedData(
+            f"{path} is missing: the project's labeled evaluation data (real photos and clips with ground "
+            "truth, kept out of the repository by their licences), read from ../shared/faces beside the "
+            "checkout or from $FACECROP_SHARED/faces"
+        )
     return path
 
 
+def photo(relative: str) -> Path:
+    return shared(relative)
+
+
+def photos_in(*folders: str) -> list[Path]:
+    """The JPEG photos of each shared folder, in order (MissingSharedData where one is not there)."""
+    return [path for folder in folders for path in sorted(shared(folder).glob("*.jpg"))]
+
+
 def labeled_set(name: str) -> tuple[Path, list[dict]]:
-    root = SHARED_FACES / name
+    root = shared(name)
     return root / "images", json.loads((root / "gt.json").read_text())
 
 

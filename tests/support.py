@@ -6,17 +6,18 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from socketserver import BaseServer
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 import cv2
 import numpy as np
@@ -25,7 +26,7 @@ import requests
 from PIL import Image, ImageDraw
 from playwright.sync_api import Browser, Page
 
-from evaluation.images import CROWD, astronaut, encoded, photo
+from evaluation.images import CROWD, MissingSharedData, astronaut, encoded, photo
 from evaluation.origins import answer
 from gateway.config import Settings
 from gateway.decode import DecodedImage, decode_image, read_header
@@ -361,6 +362,27 @@ ONE_FACE = {
     "image": {"width": 4, "height": 3},
     "faces": [{"confidence": 99.5, "face_rectangle": {"x": 1, "y": 1, "width": 2, "height": 2}}],
 }
+
+
+def missing_data(missing: MissingSharedData) -> NoReturn:
+    """A test (or a test module) that needs the shared labeled data this checkout lacks: skipped with
+    one line saying what is missing and where it comes from; failed in CI (CI=true), where a missing
+    set must never pass for a run."""
+    if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
+        pytest.fail(f"{missing} (CI=true: a missing set fails the run)", pytrace=False)
+    pytest.skip(str(missing), allow_module_level=True)
+
+
+Listed = TypeVar("Listed")
+
+
+def needing_shared_data(listing: Callable[[], Listed]) -> Listed:
+    """`listing()`, at a test module's import (the shared photos a module parametrizes over): where the
+    shared data is missing, the whole module is skipped as `missing_data` says."""
+    try:
+        return listing()
+    except MissingSharedData as missing:
+        missing_data(missing)
 
 
 def sticker(size: tuple[int, int] = (400, 300)) -> Image.Image:

@@ -10,14 +10,11 @@ from pathlib import Path
 import requests
 from PIL import Image
 
-from evaluation.images import astronaut, labeled_set
+from evaluation.images import astronaut, labeled_set, photo, photos_in
 from evaluation.service import model_statistics
-from local_triton.processes import SHARED_FACES
-from tests.support import rectangle
+from tests.support import needing_shared_data, rectangle
 
-CROWDS = sorted((SHARED_FACES / "demo").glob("*.jpg")) + sorted(
-    (SHARED_FACES / "wider_val_native" / "images").glob("*.jpg")
-)
+CROWDS = needing_shared_data(lambda: photos_in("demo", "wider_val_native/images"))
 
 
 def post(stack, endpoint: str, path: Path, params: dict) -> dict:
@@ -64,7 +61,7 @@ def test_max_faces_lists_a_prefix_and_crops_frame_every_face(stack):
 
 
 def test_largest_face_is_chosen_among_all_faces(stack):
-    path = SHARED_FACES / "demo" / "widertest_2_Demonstration_Protesters_2_750.jpg"
+    path = photo("demo/widertest_2_Demonstration_Protesters_2_750.jpg")
     everything = post(stack, "detect", path, {"max_faces": "1000", "min_confidence": "30"})["faces"]
     largest = max(everything, key=lambda f: f["face_rectangle"]["width"] * f["face_rectangle"]["height"])
     body = post(
@@ -82,9 +79,9 @@ def test_largest_face_is_chosen_among_all_faces(stack):
 def test_detail_high_tiles_run_as_one_batch(stack, tmp_path):
     """A square photo at detail=high: the standard pass plus 3x3 tiles, in 2 executions."""
     path = tmp_path / "square.jpg"
-    Image.open(SHARED_FACES / "wider_val_native" / "images" / "0_Parade_marchingband_1_410.jpg").resize(
-        (1024, 1024)
-    ).save(path, quality=95)
+    Image.open(photo("wider_val_native/images/0_Parade_marchingband_1_410.jpg")).resize((1024, 1024)).save(
+        path, quality=95
+    )
     before = model_statistics(stack)
     high = post(stack, "detect", path, {"detail": "high", "max_faces": "1000"})["faces"]
     after = model_statistics(stack)
@@ -114,7 +111,7 @@ def detect_with_passes(stack, data: bytes, detail: str) -> tuple[str, dict]:
 
 def test_detail_auto_tiles_a_crowd_with_the_answer_of_high(stack):
     """A crowd of small faces: auto runs the tiled pass, and answers exactly as detail=high."""
-    data = (SHARED_FACES / "wider_val_native" / "images" / "0_Parade_marchingband_1_410.jpg").read_bytes()
+    data = (photo("wider_val_native/images/0_Parade_marchingband_1_410.jpg")).read_bytes()
     auto_passes, auto = detect_with_passes(stack, data, "auto")
     high_passes, high = detect_with_passes(stack, data, "high")
     standard_passes, standard = detect_with_passes(stack, data, "standard")

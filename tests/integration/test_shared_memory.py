@@ -12,14 +12,13 @@ from pathlib import Path
 import requests
 from PIL import Image
 
-from evaluation.images import ASTRONAUT, CROWD, encoded, photo, png_declaring
+from evaluation.images import ASTRONAUT, CROWD, encoded, photo, photos_in, png_declaring
 from gateway.detection.detectors import every_wire_format
 from gateway.triton.shm import SHM_DIR, host_tag, owner
 from local_triton.processes import (
     BUILD_DIR,
     LOG_DIR,
     PRODUCTION_REPOSITORY,
-    SHARED_FACES,
     TritonPorts,
     child_pids,
     free_port,
@@ -65,9 +64,7 @@ def answers(url: str, paths: list[Path], params: dict) -> list[bytes]:
 def test_shared_memory_on_off_and_auto_answer_byte_for_byte_the_same(stack):
     """`stack` runs with the default (auto: shared memory here); two more gateways on the same
     Triton force each transport. Crowds (up to hundreds of faces) and detail=high's tiles."""
-    photos = sorted((SHARED_FACES / "demo").glob("*.jpg")) + sorted(
-        (SHARED_FACES / "wider_val_native" / "images").glob("*.jpg")
-    )
+    photos = photos_in("demo", "wider_val_native/images")
     params = {"max_faces": "1000", "min_confidence": "20"}
     auto = answers(stack.gateway, photos, params)
     tiled = [photo(CROWD), photo(ASTRONAUT), *photos[-3:]]

@@ -1,5 +1,7 @@
-"""Each uint8 wire model finds exactly what its original float32 model finds, on real photos."""
+"""Each uint8 wire model finds exactly what its original float32 model finds, on real photos; what
+scripts/fetch_model.py builds them from."""
 
+import hashlib
 import importlib.util
 
 import numpy as np
@@ -53,11 +55,23 @@ def test_the_wire_model_builder_uses_the_gateways_constants(fetch_model):
 
 
 def test_yunet_is_refused_unless_it_is_the_pinned_file(fetch_model, tmp_path):
-    """A wrong or missing YuNet file stops the install with what to do, before anything is written."""
-    wrong = tmp_path / "yunet.onnx"
-    wrong.write_bytes(b"not a model")
+    """A wrong or missing YuNet file stops the install saying so, before any model is written."""
+    repository = tmp_path / "repository"
+    with pytest.raises(SystemExit, match=r"YuNet-n is missing: .* is committed with the repository"):
+        fetch_model.install_models(repository)
+    (repository / "yunet_n").mkdir(parents=True)
+    (repository / fetch_model.YUNET_SOURCE).write_bytes(b"not a model")
     with pytest.raises(SystemExit, match=fetch_model.YUNET_SHA256):
-        fetch_model.install_models(tmp_path / "repository", wrong)
-    with pytest.raises(SystemExit, match="--yunet FILE"):
-        fetch_model.install_models(tmp_path / "repository", tmp_path / "absent.onnx")
-    assert not (tmp_path / "repository").exists()
+        fetch_model.install_models(repository)
+    assert [p.name for p in repository.rglob("*") if p.is_file()] == ["yunet_n_dynamic.onnx"]
+
+
+def test_the_repository_carries_yunet_and_its_licence():
+    """A clone has every model `make serve` needs (no ../shared beside it): YuNet-n's pinned bytes,
+    its Apache-2.0 licence and a NOTICE naming where they come from."""
+    folder = PRODUCTION_REPOSITORY / "yunet_n"
+    data = (folder / "yunet_n_dynamic.onnx").read_bytes()
+    assert hashlib.sha256(data).hexdigest() == "104ee26c71d5c270ce79a6b3dced91c91013260d29a6bf18f9296c5b8c4c2b12"
+    assert "Apache License" in (folder / "LICENSE").read_text()
+    notice = (folder / "NOTICE").read_text()
+    assert "libfacedetection.train" in notice and "0047ac24afb1a50a0c6105001c89d1b5b805dbf1" in notice
