@@ -59,7 +59,7 @@ def test_make_serve_from_a_clone_without_the_shared_folder_answers_with_both_mod
         assert hashlib.sha256(written).hexdigest().startswith("104ee26c71d5")  # YuNet-n, from the clone itself
         answer = requests.post(f"{gateway}/v1/detect", files={"image": crowd}, timeout=120)
         assert answer.status_code == 200, answer.text
-        assert answer.headers["X-Detectors"] == "retinaface,yunet" and len(answer.json()["faces"]) >= 5
+        assert answer.headers["X-Detectors"] == "retinaface, yunet" and len(answer.json()["faces"]) >= 5
     finally:
         os.killpg(serve.pid, signal.SIGTERM)
         serve.wait(timeout=120)
