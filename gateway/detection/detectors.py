@@ -102,6 +102,14 @@ class Detectors:
         """Whether every served model, joint ones too, can answer now."""
         return all(model.is_ready() for model in self.models)
 
+    def runtimes(self) -> dict[str, str]:
+        """What each served model (joint ones too) runs on, by its name, where the model can say."""
+        return {
+            getattr(model, "model_name", str(index)): model.runtime()
+            for index, model in enumerate(self.models)
+            if hasattr(model, "runtime")
+        }
+
     @property
     def models(self) -> tuple[Model, ...]:
         return (*(d.model for d in self.served), *(call.model for call in self.joint))

@@ -224,6 +224,19 @@ class TritonModel:
         except InferenceServerException:
             return False
 
+    def runtime(self) -> str:
+        """What Triton runs the model on, as its config says (`runtime_of`); "unknown" where Triton
+        does not answer within `ready_timeout_s`."""
+        try:
+            config = self._attempts(
+                lambda client: client.get_model_config(
+                    self.model_name, as_json=True, client_timeout=self.ready_timeout_s
+                )
+            )
+        except InferenceServerException:
+            return "unknown"
+        return runtime_of(config["config"])
+
     def _attempts(self, call: Callable[[grpcclient.InferenceServerClient], T]) -> T:
         """`call` on this thread's client, made again (CALL_ATTEMPTS in all) while Triton is UNAVAILABLE."""
         attempts_left = CALL_ATTEMPTS
@@ -236,12 +249,14 @@ class TritonModel:
                     raise
 
     def prepare(self) -> None:
-        """Choose the transport now if Triton answers (else on the first request); logged."""
+        """Choose the transport now if Triton answers (else on the first request); logged, with what
+        the model runs on."""
         if self.regions is not None and not self.regions.decided:
             try:
                 self.regions.decide(self)
             except (BackendUnavailable, BackendTimeout):
                 log.warning("facecrop: Triton not reachable yet; shared memory is tried on the first request")
+        log.info("facecrop: model %s runs %s", self.model_name, self.runtime())
 
     def close(self) -> None:
         """Unregister and remove this process's regions (a worker's exit; once for all its models)."""
@@ -252,6 +267,24 @@ class TritonModel:
         """Every model of the worker sends bytes from now on (their regions are one pool)."""
         if self.regions is not None:
             self.regions.stop(reason)
+
+
+def runtime_of(config: dict) -> str:
+    """A model's runtime and precision from its Triton config (JSON): its `precision` and `runtime`
+    parameters where the CPU configs state them (local_triton/render.py), else TensorRT's precision
+    mode (`fp16 (tensorrt)`), else its platform's fp32; an ensemble names its steps."""
+    parameters = {key: value.get("string_value", "") for key, value in config.get("parameters", {}).items()}
+    platform = config.get("backend") or config.get("platform") or "unknown"
+    if "precision" in parameters:
+        return f"{parameters['precision']} ({parameters.get('runtime') or platform})"
+    if config.get("platform") == "ensemble":
+        steps = config.get("ensemble_scheduling", {}).get("step", [])
+        return "ensemble of " + ", ".join(step["model_name"] for step in steps)
+    accelerators = config.get("optimization", {}).get("execution_accelerators", {}).get("gpu_execution_accelerator", [])
+    for accelerator in accelerators:
+        if accelerator.get("name") == "tensorrt":
+            return f"{accelerator.get('parameters', {}).get('precision_mode', 'FP32').lower()} (tensorrt)"
+    return f"fp32 ({platform})"
 
 
 def _nbytes(shape: tuple[int, ...], dtype: type[np.generic]) -> int:

@@ -1,6 +1,7 @@
 """POST /v1/detect through the real gateway and the real Triton."""
 
 import io
+import os
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ from PIL import Image, TiffImagePlugin
 from evaluation.images import ASTRONAUT, ASTRONAUT_FACE, CROWD, encoded, photo, png_declaring
 from gateway.config import Settings
 from gateway.params import MIN_CANDIDATE_CONFIDENCE
+from local_triton.cpu import choose, cpu_flags
 from tests.support import detect, error_of, iou, rectangle
 
 
@@ -182,9 +184,22 @@ def test_unknown_routes_and_methods_answer_json(stack):
     assert response.status_code == 405 and response.json()["error"]["code"] == "method_not_allowed"
 
 
-def test_health_and_readiness(stack):
+def test_health_and_readiness_which_says_what_each_model_runs(stack):
+    """/readyz names each served model's precision and runtime as this CPU's rule chose them
+    (local_triton/cpu.py: int8 or bf16 on OpenVINO where the CPU has VNNI or BF16, else fp32 on
+    onnxruntime), the ensemble its steps."""
     assert requests.get(f"{stack.gateway}/healthz", timeout=5).json() == {"status": "ok"}
-    assert requests.get(f"{stack.gateway}/readyz", timeout=5).status_code == 200
+    ready = requests.get(f"{stack.gateway}/readyz", timeout=5)
+    assert ready.status_code == 200
+    chosen = {
+        m: choose(m, cpu_flags(), os.environ.get("FACECROP_PRECISION", ""))
+        for m in ("retinaface_uint8", "yunet_n_uint8")
+    }
+    expected = {model: f"{choice.precision} ({choice.runtime})" for model, choice in chosen.items()}
+    assert ready.json() == {
+        "status": "ready",
+        "models": {**expected, "faces_uint8": "ensemble of retinaface_uint8, yunet_n_uint8"},
+    }
 
 
 def test_grayscale_and_tiny_images_are_answered(stack):

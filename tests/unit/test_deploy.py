@@ -204,7 +204,8 @@ def test_cpu_variant_replaces_only_triton_s_image_and_gpu_settings_and_the_paddi
     assert compose()["services"]["gateway"]["environment"]["FACECROP_PAD_MULTIPLE"] != padding
     triton = cpu["services"]["triton"]
     # The command (production flags), volumes, health check, restart policy stay production's.
-    assert set(triton) == {"image", "build", "deploy", "ports", "ulimits"}
+    assert set(triton) == {"image", "build", "deploy", "ports", "ulimits", "environment"}
+    assert triton["environment"] == {"FACECROP_PRECISION": "${FACECROP_PRECISION:-auto}"}  # the stand-in's rule
     assert (
         triton["deploy"] == Reset({}) and triton["ports"] == Reset([]) and triton["ulimits"] == {"memlock": Reset(None)}
     )
@@ -389,9 +390,27 @@ def kustomize(tmp_path: Path, components: list[str]) -> Path:
     return rendered
 
 
+def test_triton_on_cpu_nodes_reads_the_cpu_configs_the_init_wrote_for_its_limit(tmp_path):
+    """components/cpu-host: no GPU asked for, Triton selects configs/cpu.pbtxt, and the model-init
+    (which writes them: local_triton/render.py --cpu) is told Triton's CPU limit."""
+    rendered = kustomize(tmp_path, ["cpu-host"])
+    result = run(str(BIN / "kubernetes-validate"), "--strict", "--quiet", str(rendered))
+    assert result.returncode == 0, result.stdout + result.stderr
+    docs = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(rendered.read_text())}
+    pod = docs[("Deployment", "triton")]["spec"]["template"]["spec"]
+    (triton,) = pod["containers"]
+    assert "--model-config-name=cpu" in triton["args"] and "--model-config-name=default" not in triton["args"]
+    assert not any("nvidia.com/gpu" in part for part in triton["resources"].values())
+    (init,) = pod["initContainers"]
+    env = {e["name"]: e["value"] for e in init["env"]}
+    assert env == {"FACECROP_TRITON_CPUS": triton["resources"]["limits"]["cpu"], "FACECROP_PRECISION": "auto"}
+    assert "local_triton.render --cpu" in (ROOT / "deploy" / "model-init" / "init.sh").read_text()
+
+
 def test_kubernetes_components_render_and_validate(tmp_path):
     components = sorted(p.name for p in (KUBERNETES / "components").iterdir())
-    assert components == ["gateway-beside-triton", "nvidia-runtime", "trt-cache-pvc"]
+    assert components == ["cpu-host", "gateway-beside-triton", "nvidia-runtime", "trt-cache-pvc"]
+    components.remove("cpu-host")  # a GPU deployment's: cpu-host is one without a GPU
     rendered = kustomize(tmp_path, components)
     result = run(str(BIN / "kubernetes-validate"), "--strict", "--quiet", str(rendered))
     assert result.returncode == 0, result.stdout + result.stderr

@@ -11,6 +11,7 @@ from tritonclient.grpc import model_config_pb2
 from gateway.detection.detectors import every_wire_format
 from gateway.detection.preprocess import plan_input
 from local_triton import PROJECT_ROOT
+from local_triton.cpu import PRECISIONS, Choice, available_cpus, choose, cpu_flags, model_threads
 from local_triton.processes import PRODUCTION_REPOSITORY
 from local_triton.render import cuda_variant_text, load_config, local_config, render_repository
 
@@ -80,23 +81,33 @@ def test_warmup_covers_every_canonical_shape(model):
 
 
 @pytest.mark.parametrize("model", MODELS)
-def test_local_rendering_keeps_everything_the_gateway_sees(model):
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_local_rendering_keeps_everything_the_gateway_sees(model, precision):
     production = config_of(model)
-    local = local_config(production, intra_op_threads=2)
+    local = local_config(production, Choice(precision), threads=2)
     assert local.backend == "python" and not local.platform
     assert [g.kind for g in local.instance_group] == [model_config_pb2.ModelInstanceGroup.KIND_CPU]
     for field in ("name", "max_batch_size", "input", "output", "dynamic_batching", "model_warmup"):
         assert getattr(local, field) == getattr(production, field), field
+    parameters = {key: value.string_value for key, value in local.parameters.items()}
+    runtime, model_file = {"int8": ("openvino", "model.int8.xml"), "bf16": ("openvino", "model.onnx")}.get(
+        precision, ("onnxruntime", "model.onnx")
+    )
+    assert parameters == {"runtime": runtime, "precision": precision, "model_file": model_file, "threads": "2"}
     assert_matches_onnx(local)
 
 
-def test_rendered_repository(tmp_path: Path):
-    render_repository(PRODUCTION_REPOSITORY, tmp_path)
+@pytest.mark.parametrize("precision", ["", "fp32", "int8"])
+def test_rendered_repository(tmp_path: Path, precision):
+    render_repository(PRODUCTION_REPOSITORY, tmp_path, precision=precision)
+    threads = model_threads(available_cpus())
     for model in MODELS:
-        assert load_config(tmp_path / model / "config.pbtxt") == local_config(config_of(model), 0)
-        onnx_file = tmp_path / model / "1" / "model.onnx"
-        assert onnx_file.read_bytes() == (PRODUCTION_REPOSITORY / model / "1" / "model.onnx").read_bytes()
+        choice = choose(model, cpu_flags(), precision)
+        assert load_config(tmp_path / model / "config.pbtxt") == local_config(config_of(model), choice, threads)
+        for served in (PRODUCTION_REPOSITORY / model / "1").iterdir():  # model.onnx, an int8 IR's files
+            assert (tmp_path / model / "1" / served.name).read_bytes() == served.read_bytes()
         assert (tmp_path / model / "1" / "model.py").is_file()
+        assert (tmp_path / model / "1" / choice.model_file).is_file()
 
 
 @pytest.mark.parametrize("model", MODELS)

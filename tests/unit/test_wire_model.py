@@ -3,6 +3,7 @@ scripts/fetch_model.py builds them from."""
 
 import hashlib
 import importlib.util
+import shutil
 
 import numpy as np
 import pytest
@@ -75,3 +76,21 @@ def test_the_repository_carries_yunet_and_its_licence():
     assert "Apache License" in (folder / "LICENSE").read_text()
     notice = (folder / "NOTICE").read_text()
     assert "libfacedetection.train" in notice and "0047ac24afb1a50a0c6105001c89d1b5b805dbf1" in notice
+
+
+def test_the_int8_graph_is_refused_unless_pinned_and_made_from_the_wire_graph(fetch_model, tmp_path, monkeypatch):
+    """scripts/int8/ (scripts/quantize.py's output) goes in place only as committed, and only beside the
+    wire graph it was made from: a changed wire graph needs the int8 graph made again."""
+    wire = fetch_model.wrap_for_wire(fetch_model.original_bytes())
+    files = fetch_model.int8_files(wire)
+    assert sorted(p.name for p in files) == ["model.int8.bin", "model.int8.xml"]
+    with pytest.raises(SystemExit, match="made from another retinaface_uint8 graph"):
+        fetch_model.int8_files(wire + b"\0")
+    altered = tmp_path / "int8"
+    shutil.copytree(fetch_model.INT8, altered)
+    weights = bytearray((altered / "retinaface_uint8.bin").read_bytes())
+    weights[0] ^= 1
+    (altered / "retinaface_uint8.bin").write_bytes(bytes(weights))
+    monkeypatch.setattr(fetch_model, "INT8", altered)
+    with pytest.raises(SystemExit, match=r"retinaface_uint8\.bin has sha256"):
+        fetch_model.int8_files(wire)
