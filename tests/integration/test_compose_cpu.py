@@ -25,6 +25,7 @@ from PIL import Image
 from evaluation.images import photo
 from gateway.triton.shm import owner
 from local_triton import BUILD_DIR, compose
+from local_triton.cpu import choose, cpu_flags
 from local_triton.processes import free_port
 from tests.support import REPORT_LINES
 
@@ -114,7 +115,10 @@ def same_faces(container: list[dict], local: list[dict]) -> bool:
 def test_ready_through_the_proxy(cpu_stack):
     response = requests.get(f"{cpu_stack.url}/readyz", timeout=10)
     assert response.status_code == 200, response.text
-    assert response.json() == {"status": "ready"}
+    chosen = {model: choose(model, cpu_flags()) for model in ("retinaface_uint8", "yunet_n_uint8")}  # this host's
+    models = {model: f"{choice.precision} ({choice.runtime})" for model, choice in chosen.items()}
+    ensemble = {"faces_uint8": "ensemble of retinaface_uint8, yunet_n_uint8"}
+    assert response.json() == {"status": "ready", "models": {**models, **ensemble}}
 
 
 @pytest.mark.parametrize("name", PHOTOS)
