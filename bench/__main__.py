@@ -79,10 +79,10 @@ from gateway.config import Settings
 from gateway.decode import decode_image, read_header
 from gateway.detection import retinaface
 from gateway.detection.detectors import KINDS, serve
-from gateway.detection.passes import run_detection
 from gateway.detection.postprocess import detect_faces
 from gateway.detection.preprocess import to_model_input
 from gateway.params import DetectOptions
+from gateway.processing.answer import faces_in
 from local_triton.processes import SHARED_FACES, Stack, child_pids, memory_mib, running_gateway, running_stack
 
 PAIRS = 3  # pairs of runs (in-process, then the service) behind each target ratio
@@ -196,7 +196,7 @@ def core(args: argparse.Namespace, stack: Stack | None, url: str, extra_env: dic
     bounds = {"max_count": args.count, "max_seconds": args.seconds}
 
     def pipeline(data: bytes) -> None:
-        run_detection(data, detectors, settings, options)
+        faces_in(data, detectors, settings, options)
 
     from retinaface import detect_faces as peer_detect_faces
 

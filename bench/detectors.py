@@ -40,9 +40,9 @@ from gateway.config import Settings
 from gateway.detection import fusion, yunet
 from gateway.detection.detections import Detections
 from gateway.detection.detectors import serve
-from gateway.detection.passes import run_detection
 from gateway.detection.postprocess import NMS_IOU_THRESHOLD, nms
 from gateway.params import DetectOptions
+from gateway.processing.answer import faces_in
 from local_triton import BUILD_DIR
 
 SETS = ("wider_val_native", "wider_val_416sq", "facemask", "dlib_voc_faces")
@@ -76,7 +76,7 @@ def run_model(model: str, detail: str, set_name: str, threads: int, cached: bool
     with mock.patch.object(yunet, "CALIBRATED_SCORES", yunet.RAW_SCORES):
         for truth in truths:
             data = (images / truth["image"]).read_bytes()
-            faces[truth["image"]] = run_detection(data, detectors, settings, options).detections
+            faces[truth["image"]] = faces_in(data, detectors, settings, options).faces
     cpu_s = (time.process_time() - started) / len(truths)
     if cached:
         CACHE.mkdir(parents=True, exist_ok=True)
@@ -303,11 +303,8 @@ def false_faces(threads: int) -> str:
         detectors = serve(names, settings.wire_format, lambda wire: OnnxModel(wire, threads))
         for detail in ("fast", "standard"):
             options = DetectOptions(detail=detail)
-            faceless = [run_detection(data, detectors, settings, options).detections.scores for data in photos]
-            extra = [
-                unlabeled(run_detection(data, detectors, settings, options).detections, faces)
-                for data, faces in avatars
-            ]
+            faceless = [faces_in(data, detectors, settings, options).faces.scores for data in photos]
+            extra = [unlabeled(faces_in(data, detectors, settings, options).faces, faces) for data, faces in avatars]
             if len(names) > 1:
                 worst = max((float(x.max()) for x in faceless if len(x)), default=0.0)
                 record(

@@ -32,9 +32,9 @@ from evaluation.images import labeled_set, photos_in
 from gateway.config import Settings
 from gateway.decode import decode_image, read_header
 from gateway.detection.detectors import KINDS, serve
-from gateway.detection.passes import run_detection
 from gateway.detection.preprocess import to_model_input
 from gateway.params import DetectOptions
+from gateway.processing.answer import faces_in
 from local_triton.cpu import PREFERENCE, choose, cpu_flags
 from local_triton.processes import child_pids, running_stack
 
@@ -166,9 +166,7 @@ def ap_at_every_detail() -> dict[tuple[str, str, str], float]:
             for set_name in SETS:
                 images, truths = labeled_set(set_name)
                 faces = {
-                    t["image"]: run_detection(
-                        (images / t["image"]).read_bytes(), detectors, settings, options
-                    ).detections
+                    t["image"]: faces_in((images / t["image"]).read_bytes(), detectors, settings, options).faces
                     for t in truths
                 }
                 results[label, detail, set_name] = ap(set_name, faces)

@@ -6,8 +6,8 @@ face crop of a crowd photo uploaded to /v1/crop, the same by URL, and /v1/anonym
 calls within a module are one visit; a module entered again after others is a return. Calls into
 the utilities every stage uses, and into methods of the value types any stage reads, are not
 visits (UTILITIES, VALUE_TYPES). Printed three times: every module; with the detection (its own
-orchestrator, preprocessing, Triton, the decoders, fusion) as one stage; and that without the
-modules that call the stages in turn (ORCHESTRATORS).
+orchestrator, preprocessing, Triton, the decoders, fusion) as one stage; that without the
+modules that call the stages in turn (ORCHESTRATORS); and the detect step's own walk.
 
 `--tree DIR` traces the gateway of another checkout (an earlier commit's worktree) on this tree's Triton.
 """
@@ -35,7 +35,7 @@ VALUE_TYPES = frozenset(
         "DecodedImage",
         "ImageHeader",
         "Detections",
-        "DetectionResult",
+        "Found",
         "DetectOptions",
         "CropOptions",
         "Gravity",
@@ -59,6 +59,7 @@ VALUE_TYPES = frozenset(
         "StageTimer",
     ]
 )
+STEPS_MODULE = "gateway.processing.steps"  # where the request's steps are (their names: STEPS)
 # The detection, one stage: its entry point (detection/passes.py) calls preprocess, Triton, decoders in turn.
 DETECTION = ("gateway.detection", "gateway.triton")
 # What calls the stages in turn, of this tree and the one before #45 (answers.py, url/render.py).
@@ -83,14 +84,21 @@ def module_of(filename: str, roots: dict[str, Path]) -> str | None:
     return None
 
 
-def visits(call: Callable[[], object], roots: dict[str, Path]) -> list[str]:
-    """The modules of `roots`' packages entered during `call()`, consecutive calls within one collapsed."""
+def visits(call: Callable[[], object], roots: dict[str, Path], step: str | None = None) -> list[str]:
+    """The modules of `roots`' packages entered during `call()`, consecutive calls within one collapsed;
+    with `step`, only those entered while the processing step of that name runs."""
     entered: list[str] = []
+    inside = step is None
 
     def profile(frame, event, _arg):
-        if event != "call" or frame.f_code.co_qualname.partition(".")[0] in VALUE_TYPES:
+        nonlocal inside
+        code = frame.f_code
+        module = module_of(code.co_filename, roots)
+        if step is not None and module == STEPS_MODULE and code.co_name == step:
+            inside = event == "call"
             return
-        module = module_of(frame.f_code.co_filename, roots)
+        if not inside or event != "call" or code.co_qualname.partition(".")[0] in VALUE_TYPES:
+            return
         if module and module not in UTILITIES and (not entered or entered[-1] != module):
             entered.append(module)
 
@@ -120,6 +128,11 @@ def collapsed(path: list[str]) -> list[str]:
 def stages(path: list[str]) -> list[str]:
     """`path` with the detection's modules as one stage, `detection`."""
     return collapsed(["detection" if module.startswith(DETECTION) else module for module in path])
+
+
+def by_room(path: list[str]) -> list[str]:
+    """`path` with each folder of the gateway (its rooms: detection, triton, imaging, ...) as one stage."""
+    return collapsed([".".join(module.split(".")[:2]) for module in path])
 
 
 def without_orchestrators(path: list[str]) -> list[str]:
@@ -153,9 +166,12 @@ def main() -> None:
                 "the detection as one stage": stages(path),
                 "the stages, without what calls them in turn": without_orchestrators(path),
             }
+            views["its detect step alone"] = visits(request, roots, "detect")
+            views["its detect step, room by room"] = by_room(views["its detect step alone"])
             for label, shown in views.items():
                 again = returns(shown)
-                print(f"## {name}: {label}, {len(shown)} visits, {sum(again.values())} returns {again or ''}")
+                counts = f"{len(shown)} visits in {len(set(shown))} modules, {sum(again.values())} returns"
+                print(f"## {name}: {label}, {counts} {again or ''}")
                 print(" -> ".join(module.removeprefix("gateway.").removesuffix(".facecrop_hiding") for module in shown))
                 print()
 

@@ -13,8 +13,7 @@ from werkzeug.exceptions import HTTPException
 
 from gateway import access, api, health, observe, pages
 from gateway.config import Settings
-from gateway.detection.detectors import Detectors, serve
-from gateway.detection.model import Model
+from gateway.detection import Detectors, Model, serve
 from gateway.errors import ApiError, InternalError, PayloadTooLarge
 from gateway.memory import PixelBudget
 from gateway.triton.client import RegionPool, ThreadClients, TritonModel

@@ -10,11 +10,10 @@ from dataclasses import Field, dataclass, field, fields
 from typing import Any
 
 from gateway.decode import MAX_SIDE
-from gateway.detection.detectors import JOINT, KINDS, JointModel, every_wire_format
+from gateway.detection import JointModel, Limits, check_served, joint_models, served_name
 from gateway.imaging.animation import MAX_ANIMATION_PIXELS
 from gateway.params import MAX_CROP_SIDE
 from gateway.placement import SIZE_POWER
-from gateway.triton.wire import WIRE_FORMAT_NAMES
 
 ALLOWED_SOURCE = re.compile(r"^https?://[^/?#@]+/", re.IGNORECASE)  # imgproxy's rule: the host ends with /
 PREFIX = "FACECROP_"
@@ -157,14 +156,7 @@ class Settings:
     def __post_init__(self) -> None:
         """Refuse settings the models cannot run with (their strides need multiples of 32), on
         construction."""
-        if self.wire_format not in WIRE_FORMAT_NAMES:
-            raise ValueError(f"FACECROP_WIRE_FORMAT must be one of {', '.join(WIRE_FORMAT_NAMES)}")
-        unknown = [name for name in self.detectors if name not in KINDS]
-        if unknown or not self.detectors or len(set(self.detectors)) < len(self.detectors):
-            raise ValueError(f"FACECROP_DETECTORS must name some of {', '.join(KINDS)}, each once")
-        known = {wire.model_name for wire in every_wire_format()} | {model.name for model in JOINT}
-        if set(self.model_names) - known:
-            raise ValueError(f"FACECROP_MODEL_NAMES renames models among {', '.join(sorted(known))}")
+        check_served(self.detectors, self.wire_format, self.model_names)
         if self.triton_shm not in ("auto", "on", "off"):
             raise ValueError("FACECROP_TRITON_SHM must be one of auto, on, off")
         for name in (
@@ -188,22 +180,20 @@ class Settings:
 
     def model_name(self, detector: str) -> str:
         """The Triton model serving `detector` in this wire format."""
-        return self.triton_name(KINDS[detector].wire_formats[self.wire_format].model_name)
+        return served_name(detector, self.wire_format, self.model_names)
 
     def joint_models(self) -> tuple[JointModel, ...]:
-        """The joint models that answer for their parts in one request: each of JOINT unless one of
-        its parts is renamed and it is not (the repository's ensemble runs the repository's models)."""
-        renamed = set(self.model_names)
-        return tuple(
-            model
-            for model in JOINT
-            if model.name in renamed
-            or not renamed & {KINDS[part].wire_formats[model.wire_format].model_name for part in model.parts}
-        )
+        """The joint models that answer for their parts in one request (the repository's ensembles)."""
+        return joint_models(self.wire_format, self.model_names)
 
     def triton_name(self, model: str) -> str:
         """The name Triton has `model` under (FACECROP_MODEL_NAMES, else its own)."""
         return self.model_names.get(model, model)
+
+    @property
+    def limits(self) -> Limits:
+        """What the detection takes of these settings."""
+        return Limits(self.target_size, self.pad_multiple)
 
 
 # Read by from_env beside the fields (name: default, meaning); gunicorn's own are in

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.config import with_limits
-from gateway.detection.detections import LANDMARK_NAMES
+from gateway.detection import LANDMARK_NAMES
 from gateway.encode import CONTENT_TYPES
 from gateway.errors import documented_errors
 from gateway.params import ANONYMIZE, CROP, DETECT, Parameter

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from facecrop_hiding import plausible
+from gateway.imaging.geometry import Geometry, turn_points, turned_size
 
 LANDMARK_NAMES = ("left_eye", "right_eye", "nose", "mouth_left", "mouth_right")
 
@@ -43,6 +44,21 @@ class Detections:
         divisors = np.array([across, down, across, down], np.float32)
         return Detections(self.scores, boxes / divisors, landmarks / divisors[:2])
 
+    def turned(self, rect: tuple[int, int, int, int], geometry: Geometry) -> Detections:
+        """These faces of the original in the picture trimmed to `rect`, flipped and rotated as
+        `geometry` says: boxes clipped to it (a face trimmed away goes), landmarks moved with them,
+        the left eye and mouth corner again the ones on the picture's left."""
+        corners = turn_points(self.boxes.reshape(-1, 2, 2), rect, geometry)
+        boxes = np.concatenate([corners.min(axis=1), corners.max(axis=1)], axis=1)
+        width, height = turned_size(rect, geometry.rotate)
+        boxes = np.clip(boxes, 0, [width, height, width, height])
+        inside = (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
+        landmarks = turn_points(self.landmarks, rect, geometry)
+        for left, right in ((0, 1), (3, 4)):  # eyes, mouth corners
+            swap = landmarks[:, left, 0] > landmarks[:, right, 0]
+            landmarks[swap, left], landmarks[swap, right] = landmarks[swap, right], landmarks[swap, left].copy()
+        return Detections(self.scores, boxes.astype(np.float32), landmarks.astype(np.float32))[inside]
+
     @staticmethod
     def concatenate(parts: list[Detections]) -> Detections:
         return Detections(
@@ -65,24 +81,3 @@ def by_level(counts: Sequence[int], index: np.ndarray | None) -> tuple[np.ndarra
         index = np.arange(ends[-1])
     level = np.searchsorted(ends, index, side="right")
     return level, index - (ends - np.asarray(counts))[level]
-
-
-# A face object's JSON, as json.dumps writes it: %s writes ints and floats as it does (str, repr).
-FACE_JSON = '{"confidence": %s, "face_rectangle": {"x": %s, "y": %s, "width": %s, "height": %s}'
-LANDMARKS_JSON = ', "landmarks": {' + ", ".join(f'"{name}": [%s, %s]' for name in LANDMARK_NAMES) + "}"
-
-
-def faces_json(detections: Detections, with_landmarks: bool) -> str:
-    """The API's face objects as a JSON array, the text json.dumps makes of them (written directly:
-    a crowd's hundreds of objects cost a quarter as much): percent confidence to three decimals,
-    integer rectangle and landmark points."""
-    corners = np.rint(detections.boxes).astype(int)
-    columns = [corners[:, :2], corners[:, 2:] - corners[:, :2]]
-    template = FACE_JSON
-    if with_landmarks:
-        columns.append(np.rint(detections.landmarks).astype(int).reshape(-1, 10))
-        template += LANDMARKS_JSON
-    template += "}"
-    percents = (detections.scores.astype(np.float64) * 100).tolist()
-    rows = np.hstack(columns).tolist()
-    return "[" + ", ".join(template % (round(percent, 3), *row) for percent, row in zip(percents, rows)) + "]"

@@ -139,3 +139,35 @@ def serve(
 def every_wire_format() -> tuple[WireFormat, ...]:
     """Each known model's every wire format: the models a repository holds."""
     return tuple(wire for kind in KINDS.values() for wire in kind.wire_formats.values())
+
+
+def check_served(names: tuple[str, ...], wire_format: str, renames: Mapping[str, str]) -> None:
+    """Refuse (ValueError, naming the variable) detectors, a wire format or renamed models the
+    gateway cannot serve: FACECROP_DETECTORS, FACECROP_WIRE_FORMAT, FACECROP_MODEL_NAMES."""
+    formats = sorted({fmt for kind in KINDS.values() for fmt in kind.wire_formats})
+    if wire_format not in formats:
+        raise ValueError(f"FACECROP_WIRE_FORMAT must be one of {', '.join(formats)}")
+    unknown = [name for name in names if name not in KINDS]
+    if unknown or not names or len(set(names)) < len(names):
+        raise ValueError(f"FACECROP_DETECTORS must name some of {', '.join(KINDS)}, each once")
+    known = {wire.model_name for wire in every_wire_format()} | {model.name for model in JOINT}
+    if set(renames) - known:
+        raise ValueError(f"FACECROP_MODEL_NAMES renames models among {', '.join(sorted(known))}")
+
+
+def served_name(detector: str, wire_format: str, renames: Mapping[str, str]) -> str:
+    """The Triton model serving `detector` in `wire_format`, under the name `renames` gives it."""
+    model = KINDS[detector].wire_formats[wire_format].model_name
+    return renames.get(model, model)
+
+
+def joint_models(wire_format: str, renames: Mapping[str, str]) -> tuple[JointModel, ...]:
+    """The joint models that answer for their parts in one request: each of JOINT unless one of its
+    parts is renamed and it is not (the repository's ensemble runs the repository's models)."""
+    renamed = set(renames)
+    return tuple(
+        model
+        for model in JOINT
+        if model.name in renamed
+        or not renamed & {KINDS[part].wire_formats[model.wire_format].model_name for part in model.parts}
+    )

@@ -1,27 +1,22 @@
-"""The detection's one door: faces from an upload's bytes (`run_detection`) or an animation's frames
-(`detect_frames`): decode -> preprocess -> infer (each pass's models, detectors.py's policy, in flight
-at once) -> postprocess -> fusion, in the upright picture's pixels."""
+"""The detection's orchestrator (the room's door, gateway/detection/__init__.py, hands it out): faces
+from decoded pixels, a still's or an animation's frames alike (`find`): preprocess -> infer (each
+pass's models, detectors.py's policy, in flight at once) -> postprocess -> fusion, in the upright
+picture's pixels."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
-from gateway.config import Settings
-from gateway.decode import (
-    DecodedImage,
-    ImageHeader,
-    decode_image,
-    read_header,
-    with_resolution,
-)
+from gateway.decode import DecodedImage
 from gateway.detection.detections import Detections
 from gateway.detection.detectors import Call, Detector, Detectors
 from gateway.detection.fusion import fuse
-from gateway.detection.postprocess import finish, tiled_candidates
+from gateway.detection.postprocess import across_frames, finish, tiled_candidates
 from gateway.detection.preprocess import (
     TILE_MIN_OVERLAP,
     InputPlan,
@@ -55,35 +50,32 @@ MAX_BATCH = 16  # images in one call: the model's max_batch_size (model_reposito
 
 
 @dataclass(frozen=True)
-class DetectionResult:
-    image: DecodedImage  # possibly reduced: detection needs no more pixels than the model sees
-    detections: Detections  # every face found, in original pixels, best first (max_faces limits only the listing)
-    tiles: int  # tiles of the tiled pass (detail=high or auto); 0 when only the standard pass ran
+class Limits:
+    """What the detection takes of the service's settings: the standard pass's long side
+    (FACECROP_TARGET_SIZE) and the multiple its inputs are padded to (FACECROP_PAD_MULTIPLE)."""
+
+    target_size: int = 1024
+    pad_multiple: int = 32
+
+
+@dataclass(frozen=True)
+class Found:
+    """What `find` answers: each frame's faces and what ran to find them."""
+
+    per_frame: list[Detections]  # each frame's faces, in the upright original's pixels, best first
+    tiles: int  # tiles of the tiled passes, every frame's together; 0 when only the standard pass ran
     models: tuple[str, ...]  # the models that ran, as the X-Detectors header says
     first_pass: str = "standard"  # its name: `fast` at detail=fast (640, YuNet alone), else `standard`
 
     @property
-    def passes(self) -> str:
-        """The passes that ran, as the X-Passes header says them."""
-        return passes_named(self.first_pass, self.tiles)
-
-
-@dataclass(frozen=True)
-class FramesResult:
-    detections: list[Detections]  # each frame's faces, in its pixels, best first
-    tiles: int  # tiles of the tiled passes, every frame's together; 0 when only the standard pass ran
-    models: tuple[str, ...]  # the models that ran, as the X-Detectors header says
-    first_pass: str = "standard"
+    def faces(self) -> Detections:
+        """The faces across the frames, each once, best first (a still's: its frame's)."""
+        return self.per_frame[0] if len(self.per_frame) == 1 else across_frames(self.per_frame)
 
     @property
     def passes(self) -> str:
-        """The passes that ran, as the X-Passes header says them."""
-        return passes_named(self.first_pass, self.tiles)
-
-
-def passes_named(first_pass: str, tiles: int) -> str:
-    """X-Passes: the first pass's name, and `tiled` where tiles ran."""
-    return f"{first_pass}, tiled" if tiles else first_pass
+        """The passes that ran, as the X-Passes header says them: the first, and `tiled` where tiles ran."""
+        return f"{self.first_pass}, tiled" if self.tiles else self.first_pass
 
 
 def first_pass(options: DetectOptions) -> str:
@@ -91,58 +83,83 @@ def first_pass(options: DetectOptions) -> str:
     return "fast" if options.detail == "fast" else "standard"
 
 
-def run_detection(
-    data: bytes,
-    detectors: Detectors,
-    settings: Settings,
-    options: DetectOptions,
-    timer: StageTimer | None = None,
-    header: ImageHeader | None = None,
-    background: BGR = WHITE,
-) -> DetectionResult:
-    """Detect faces in encoded image bytes: the standard pass (at FAST_SIZE with detail=fast), and
-    the tiled pass with detail=high (both in flight at once) or with detail=auto where the
-    standard pass saw small faces (`needs_tiles`). Each pass runs its models' calls at once;
-    each model's faces are suppressed on their own, then fused. Faces come back in the original
-    image's pixels.
-
-    A JPEG is decoded no larger than the passes need: the standard pass's long side, or the
-    tiled pass's (detail=auto decodes again, larger, only where it tiles). Transparency is
-    flattened onto `background`.
-    """
-    timer = timer or StageTimer()
-    if header is None:
-        with timer.stage("decode"):
-            header = read_header(data, settings.max_pixels, settings.max_side)
-    width, height = header.upright_size
-    target = standard_size(options, settings)
+def decode_scale(size: tuple[int, int], options: DetectOptions, limits: Limits) -> float:
+    """The least share of each side of an upright picture of `size` (W, H) that `find` needs decoded:
+    the standard pass's, or with detail=high the tiled pass's too (it runs at once; detail=auto asks
+    for its larger picture only where it tiles)."""
+    width, height = size
+    target = standard_size(options, limits)
     standard = scale_for(height, width, target)
+    tiled = tiled_scale(height, width, target) if options.detail == "high" else None
+    return max(standard, tiled or 0.0)
+
+
+def find(
+    frames: Sequence[DecodedImage],
+    options: DetectOptions,
+    detectors: Detectors,
+    limits: Limits,
+    timer: StageTimer | None = None,
+    deadline: Deadline = NEVER,
+    background: BGR = WHITE,
+    larger: Callable[[float], DecodedImage] | None = None,
+) -> Found:
+    """Every face in each of `frames` (a still's one, decoded as `decode_scale` allows; an animation's,
+    upright, of one size), by the passes the detail asks for: the standard pass, MAX_BATCH frames to
+    a call of each model; with detail=high the tiled pass too, each frame's tiles sent while its
+    standard pass runs; with detail=auto the tiled pass on every frame where the standard pass saw
+    small faces in any (`needs_tiles`; one scene: a face hidden in one frame is hidden in the next),
+    each frame decoded larger first where `larger` can (a still decoded reduced). Each pass runs its
+    models' calls at once; each model's faces are suppressed on their own, then fused, in the upright
+    original's pixels. Transparency kept in a frame is flattened onto `background` as it is sent; the
+    `deadline` is checked before each call."""
+    timer = timer or StageTimer()
+    width, height = frames[0].size
+    target = standard_size(options, limits)
+    plan = plan_input(*frames[0].shape, target, limits.pad_multiple)
     tiled = tiled_scale(height, width, target) if options.detail in ("auto", "high") else None
-    both_at_once = options.detail == "high"  # where there is a tiled pass
-    image = decode_image(data, header, max(standard, tiled or 0) if both_at_once else standard, timer, background)
-    plan = plan_input(*image.shape, target, settings.pad_multiple)
-    min_score = options.min_score
     models = detectors.first_pass(options.detail)
     tiled_models = detectors.tiled_pass() if tiled is not None else ()
-    tiled_faces: dict[str, Detections] = {}
+    tiled_pass = partial(_tiled_pass, detectors=detectors, models=tiled_models, limits=limits, timer=timer)
+    at_once = tiled if options.detail == "high" else None
+    standard: list[dict[str, Detections]] = []
+    tiled_faces: list[dict[str, Detections]] = [{} for _ in frames]
     tiles = 0
-    fill = fill_frames([image.stored], plan, timer, image.orientation)
-    tiled_now = tiled if both_at_once else None  # its tiles prepared and sent while the standard pass runs
-    with submitted(detectors, models, 1, plan.size, fill, timer, overlapped=tiled_now is not None) as wait:
-        if tiled_now is not None:
-            tiled_faces, tiles = _tiled_pass(image, tiled_now, detectors, tiled_models, settings, min_score, timer)
-        outputs = wait()
+    for start in range(0, len(frames), MAX_BATCH):
+        chunk = frames[start : start + MAX_BATCH]
+        deadline.check(f"the standard pass{of_frames(start, len(chunk), len(frames))}")
+        fill = fill_frames([frame.stored for frame in chunk], plan, timer, chunk[0].orientation, background)
+        with submitted(detectors, models, len(chunk), plan.size, fill, timer, overlapped=at_once is not None) as wait:
+            for index, frame in enumerate(chunk, start):
+                if at_once is not None:
+                    deadline.check(f"the tiled pass{of_frames(index, 1, len(frames))}")
+                    tiled_faces[index], count = tiled_pass(frame, at_once, options.min_score, background)
+                    tiles += count
+            outputs = wait()
+        with timer.stage("postprocess"):
+            standard += [
+                {d.name: d.kind.candidates(outputs[d.name][i], plan.size, candidate_floor(options)) for d in models}
+                for i in range(len(chunk))
+            ]
+    if tiled is not None and at_once is None and any(needs_tiles(f) for frame in standard for f in frame.values()):
+        for index, frame in enumerate(frames):
+            deadline.check(f"the tiled pass{of_frames(index, 1, len(frames))}")
+            source = larger(tiled) if larger is not None else frame
+            tiled_faces[index], count = tiled_pass(source, tiled, options.min_score, background)
+            tiles += count
+    per_frame = []
     with timer.stage("postprocess"):
-        found = {d.name: d.kind.candidates(outputs[d.name][0], plan.size, candidate_floor(options)) for d in models}
-    if tiled is not None and options.detail == "auto" and any(needs_tiles(f) for f in found.values()):
-        larger = with_resolution(image, tiled, data, header, image.background, timer)
-        tiled_faces, tiles = _tiled_pass(larger, tiled, detectors, tiled_models, settings, min_score, timer)
-    with timer.stage("postprocess"):
-        in_picture = {
-            name: faces.scaled((0, 0), plan.scale).scaled((0, 0), image.scale) for name, faces in found.items()
-        }
-        detections = fused(in_picture, tiled_faces, (height, width), options)
-    return DetectionResult(image, detections, tiles, ran(detectors, models, tiled_models, tiles), first_pass(options))
+        for frame, found, tiled_found in zip(frames, standard, tiled_faces):
+            in_picture = {name: f.scaled((0, 0), plan.scale).scaled((0, 0), frame.scale) for name, f in found.items()}
+            per_frame.append(fused(in_picture, tiled_found, (height, width), options))
+    return Found(per_frame, tiles, ran(detectors, models, tiled_models, tiles), first_pass(options))
+
+
+def of_frames(start: int, count: int, total: int) -> str:
+    """Which frames a pass is about, for the deadline's message: nothing for a still's one."""
+    if total == 1:
+        return ""
+    return f" of frame {start + 1} of {total}" if count == 1 else f" of frames {start + 1} to {start + count} of {total}"
 
 
 def candidate_floor(options: DetectOptions) -> float:
@@ -172,9 +189,9 @@ def ran(
     return tuple(d.name for d in detectors.served if d in models or (tiles and d in tiled_models))
 
 
-def standard_size(options: DetectOptions, settings: Settings) -> int:
+def standard_size(options: DetectOptions, limits: Limits) -> int:
     """The standard pass's long side: FACECROP_TARGET_SIZE, or FAST_SIZE with detail=fast."""
-    return min(FAST_SIZE, settings.target_size) if options.detail == "fast" else settings.target_size
+    return min(FAST_SIZE, limits.target_size) if options.detail == "fast" else limits.target_size
 
 
 @contextmanager
@@ -253,56 +270,6 @@ def tiles_of(scaled: np.ndarray, tiling: Tiling, timer: StageTimer) -> Callable[
     return fill
 
 
-def detect_frames(
-    frames: list[np.ndarray],
-    detectors: Detectors,
-    settings: Settings,
-    options: DetectOptions,
-    timer: StageTimer,
-    deadline: Deadline = NEVER,
-    background: BGR = WHITE,
-) -> FramesResult:
-    """Every face in each of `frames` (upright pixels of one size: an animation's; premultiplied
-    BGRA ones flattened onto `background` as they are sent), by the passes the detail asks for, as
-    a still's: the standard pass, MAX_BATCH frames to a call of each model; then the tiled pass on
-    every frame with detail=high, or with detail=auto where the standard pass saw small faces in
-    any frame (one scene: a face hidden in one frame is hidden in the next). The `deadline` is
-    checked before each call."""
-    height, width = frames[0].shape[:2]
-    target = standard_size(options, settings)
-    plan = plan_input(height, width, target, settings.pad_multiple)
-    tiled = tiled_scale(height, width, target) if options.detail in ("auto", "high") else None
-    models = detectors.first_pass(options.detail)
-    found: list[dict[str, Detections]] = []
-    for start in range(0, len(frames), MAX_BATCH):
-        chunk = frames[start : start + MAX_BATCH]
-        deadline.check(f"the standard pass of frames {start + 1} to {start + len(chunk)} of {len(frames)}")
-        fill = fill_frames(chunk, plan, timer, background=background)
-        with submitted(detectors, models, len(chunk), plan.size, fill, timer) as wait:
-            outputs = wait()
-        with timer.stage("postprocess"):
-            found += [
-                {d.name: d.kind.candidates(outputs[d.name][i], plan.size, candidate_floor(options)) for d in models}
-                for i in range(len(chunk))
-            ]
-    small = any(needs_tiles(faces) for frame in found for faces in frame.values())
-    if options.detail == "auto" and not small:
-        tiled = None
-    tiled_models = detectors.tiled_pass() if tiled is not None else ()
-    detections, tiles = [], 0
-    for index, (pixels, standard) in enumerate(zip(frames, found), 1):
-        tiled_faces: dict[str, Detections] = {}
-        if tiled is not None:
-            deadline.check(f"the tiled pass of frame {index} of {len(frames)}")
-            whole = DecodedImage(flattened(pixels, background), "frame", (width, height))  # a frame, as decoded
-            tiled_faces, count = _tiled_pass(whole, tiled, detectors, tiled_models, settings, options.min_score, timer)
-            tiles += count
-        with timer.stage("postprocess"):
-            in_frame = {name: faces.scaled((0, 0), plan.scale) for name, faces in standard.items()}
-            detections.append(fused(in_frame, tiled_faces, (height, width), options))
-    return FramesResult(detections, tiles, ran(detectors, models, tiled_models, tiles), first_pass(options))
-
-
 def needs_tiles(standard: Detections) -> bool:
     """Whether the standard pass's candidates (model-input pixels) include a face scoring at least
     AUTO_MIN_SCORE whose shorter side is below AUTO_SMALL_FACE: small faces, and likely smaller ones."""
@@ -314,20 +281,22 @@ def needs_tiles(standard: Detections) -> bool:
 def _tiled_pass(
     image: DecodedImage,
     scale: float,
+    min_score: float,
+    background: BGR,
     detectors: Detectors,
     models: tuple[Detector, ...],
-    settings: Settings,
-    min_score: float,
+    limits: Limits,
     timer: StageTimer,
 ) -> tuple[dict[str, Detections], int]:
     """The faces the tiled pass answers for, per model, in original pixels, and its number of
-    tiles: the image at `scale` (of the original) cut into overlapping tiles, sent as one batch
-    to each model."""
+    tiles: the image at `scale` (of the original, its transparency flattened onto `background`) cut
+    into overlapping tiles, sent as one batch to each model."""
     relative = scale / image.scale[0]
     with timer.stage("resize"):
-        scaled = apply_orientation(rescale(image.stored, relative, image.orientation), image.orientation)
+        stored = flattened(image.stored, background)
+        scaled = apply_orientation(rescale(stored, relative, image.orientation), image.orientation)
     scaled_size = (scaled.shape[0], scaled.shape[1])
-    tiling = plan_tiles(scaled_size, settings.target_size, TILE_MIN_OVERLAP, settings.pad_multiple, relative)
+    tiling = plan_tiles(scaled_size, limits.target_size, TILE_MIN_OVERLAP, limits.pad_multiple, relative)
     with submitted(
         detectors, models, len(tiling.origins), tiling.tile_shape, tiles_of(scaled, tiling, timer), timer
     ) as wait:

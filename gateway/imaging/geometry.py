@@ -3,7 +3,8 @@ flip, then rotate (clockwise, as sharp and Cloudflare's own local emulator turn)
 then refer to the turned picture's axes.
 
 Faces are found once, on the upright source, and mapped into the turned picture (one detection
-per source, whatever the variant); the picture itself is turned at the resolution its decode has.
+per source, whatever the variant: Detections.turned moves them with `turn_points`); the picture
+itself is turned at the resolution its decode has.
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ from dataclasses import dataclass
 
 import cv2
 import numpy as np
-
-from gateway.detection.detections import Detections
 
 ROTATIONS = {90: cv2.ROTATE_90_CLOCKWISE, 180: cv2.ROTATE_180, 270: cv2.ROTATE_90_COUNTERCLOCKWISE}
 FLIPS = {"h": 1, "v": 0, "hv": -1}
@@ -126,18 +125,3 @@ def turn_points(points: np.ndarray, rect: tuple[int, int, int, int], geometry: G
         y = height - y
     turned = {0: (x, y), 90: (height - y, x), 180: (width - x, height - y), 270: (y, width - x)}[geometry.rotate]
     return np.stack(turned, axis=-1)
-
-
-def turn_detections(found: Detections, rect: tuple[int, int, int, int], geometry: Geometry) -> Detections:
-    """Faces of the original in the turned picture: boxes clipped to it (a face trimmed away goes),
-    landmarks moved with them, the left eye and mouth corner again the ones on the picture's left."""
-    corners = turn_points(found.boxes.reshape(-1, 2, 2), rect, geometry)
-    boxes = np.concatenate([corners.min(axis=1), corners.max(axis=1)], axis=1)
-    width, height = turned_size(rect, geometry.rotate)
-    boxes = np.clip(boxes, 0, [width, height, width, height])
-    inside = (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
-    landmarks = turn_points(found.landmarks, rect, geometry)
-    for left, right in ((0, 1), (3, 4)):  # eyes, mouth corners
-        swap = landmarks[:, left, 0] > landmarks[:, right, 0]
-        landmarks[swap, left], landmarks[swap, right] = landmarks[swap, right], landmarks[swap, left].copy()
-    return Detections(found.scores, boxes.astype(np.float32), landmarks.astype(np.float32))[inside]

@@ -6,6 +6,7 @@ The pixels are then made frame by frame (gateway/processing/frames.py).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -13,18 +14,18 @@ import numpy as np
 from facecrop_hiding import CONFIDENT
 from gateway.config import Settings
 from gateway.crop import CropPlan, Rect, plan_crop
-from gateway.decode import decode_image
-from gateway.detection.passes import FAST_SIZE, detect_frames, run_detection
-from gateway.detection.postprocess import across_frames
+from gateway.decode import DecodedImage, decode_image, with_resolution
+from gateway.detection import Found, decode_scale, find
 from gateway.errors import OutputTooLarge
 from gateway.imaging.animation import check_cost, read_animation
-from gateway.imaging.geometry import border_rect, trim_rect, turn_detections, turn_pixels, turned_size
+from gateway.imaging.geometry import border_rect, trim_rect, turn_pixels, turned_size
 from gateway.imaging.normalise import flattened
 from gateway.imaging.saliency import salient_focus
 from gateway.params import GRAVITIES, CropOptions, Gravity
 from gateway.processing.work import NO_BOXES, Focus, Work
 
 SAMPLED_FRAMES = 4  # an animation's frames whose faces decide its crop window (anonymize: every frame)
+BORDER_SIDE = 640  # trim=border's decode, where no face was looked for: its long side at least this
 CENTRE = GRAVITIES["center"]
 
 
@@ -84,31 +85,36 @@ def within_limits(plan: CropPlan, window: CropOptions, settings: Settings) -> Cr
 
 
 def detect(work: Work) -> None:
-    """Every face, on the upright source, by the passes its detail asks for: a still's, an
-    animation's in SAMPLED_FRAMES frames spread over it (every frame where faces are hidden, each its own)."""
-    request = work.request
-    if not request.find_faces:
+    """Every face, on the upright source, by the passes its detail asks for (gateway/detection's
+    `find`): an animation's in SAMPLED_FRAMES frames spread over it (every frame where faces are
+    hidden, each its own), a still's one frame decoded as small as the detection allows (larger
+    again only where detail=auto tiles)."""
+    if not work.request.find_faces:
         return
+    found = search(work)
+    work.found, work.models, work.passes = found.faces, found.models, found.passes
+    work.found_per_frame = found.per_frame if work.request.hiding and work.animation is not None else None
+    work.note(tiles=found.tiles, faces=len(work.found))
+
+
+def search(work: Work) -> Found:
+    """The detection's answer for the request's frames (`searched_frames`)."""
+    frames, larger = searched_frames(work)
+    limits, timer = work.settings.limits, work.timer
+    return find(frames, work.request.detect, work.detectors, limits, timer, work.deadline, work.flatten_onto, larger)
+
+
+def searched_frames(work: Work) -> tuple[list[DecodedImage], Callable[[float], DecodedImage] | None]:
+    """The frames the detection searches (an animation's sampled frames, or the still decoded as
+    `decode_scale` allows: kept for the steps after), and how a still is decoded larger."""
     if work.animation is not None:
-        frames = work.animation.frames
-        sampled = frames if request.hiding else spread(frames, SAMPLED_FRAMES)
-        frames_found = detect_frames(
-            sampled, work.detectors, work.settings, request.detect, work.timer, work.deadline, work.flatten_onto
-        )
-        found = frames_found.detections
-        work.found = across_frames(found)
-        work.found_per_frame = found if request.hiding else None
-        work.models, work.passes = frames_found.models, frames_found.passes
-        work.note(tiles=frames_found.tiles)
-    else:
-        result = run_detection(
-            work.data, work.detectors, work.settings, request.detect, work.timer, work.header, work.flatten_onto
-        )
-        work.image, work.found, work.models = result.image, result.detections, result.models
-        work.passes = result.passes
-        width, height = result.image.size
-        work.note(image={"width": width, "height": height, "format": result.image.format}, tiles=result.tiles)
-    work.note(faces=len(work.found))
+        frames = work.animation.frames if work.request.hiding else spread(work.animation.frames, SAMPLED_FRAMES)
+        return [DecodedImage(frame, "frame", work.animation.size) for frame in frames], None
+    scale = decode_scale(work.header.upright_size, work.request.detect, work.settings.limits)
+    image = work.image = decode_image(work.data, work.header, scale, work.timer, work.flatten_onto)
+    width, height = image.size
+    work.note(image={"width": width, "height": height, "format": image.format})
+    return [image], lambda at: with_resolution(image, at, work.data, work.header, image.background, work.timer)
 
 
 def spread(frames: list[np.ndarray], count: int) -> list[np.ndarray]:
@@ -128,14 +134,14 @@ def trim(work: Work) -> None:
             pixels, scale = flattened(work.animation.frames[0], work.flatten_onto), 1.0
         else:
             if work.image is None:
-                at = min(1.0, FAST_SIZE / max(work.upright_size))
+                at = min(1.0, BORDER_SIDE / max(work.upright_size))
                 work.image = decode_image(work.data, work.header, at, work.timer, work.flatten_onto)
             pixels, scale = work.image.pixels, float(work.image.scale[0])
         work.rect = border_rect(pixels, geometry.trim, scale)
     else:
         work.rect = trim_rect(geometry.trim, work.upright_size, geometry.dpr)
     work.size = turned_size(work.rect, geometry.rotate)
-    turn = (lambda found: turn_detections(found, work.rect, geometry)) if geometry.changes else (lambda found: found)
+    turn = (lambda found: found.turned(work.rect, geometry)) if geometry.changes else (lambda found: found)
     work.faces = turn(work.found)
     if work.request.hiding is not None:
         work.hidden = work.faces.to_hide()

@@ -12,8 +12,7 @@ import numpy as np
 from gateway.config import Settings
 from gateway.crop import CropPlan
 from gateway.decode import DecodedImage, ImageHeader
-from gateway.detection.detections import Detections
-from gateway.detection.detectors import Detectors
+from gateway.detection import Detections, Detectors
 from gateway.encode import keeps_alpha
 from gateway.imaging.animation import Animation
 from gateway.imaging.normalise import BGR, WHITE

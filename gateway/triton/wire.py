@@ -16,7 +16,6 @@ from typing import Callable, Protocol
 import numpy as np
 
 INPUT_NAME = "input"
-WIRE_FORMAT_NAMES = ("uint8", "float32")
 # The candidates a uint8 graph answers per image, best first (scripts/fetch_model.py's TopK, a
 # constant within TensorRT's limit of 3840): a face detector's decoder needs no more.
 TOP_K = 3840

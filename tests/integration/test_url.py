@@ -563,7 +563,7 @@ def turned(picture: Image.Image, steps: tuple) -> Image.Image:
 
 
 def test_an_animations_frames_under_the_candidate_floor_are_hidden_as_at_the_floor(public):
-    """Each frame of an animation is searched on its own (gateway/detection/passes.py's detect_frames):
+    """Each frame of an animation is searched on its own (gateway/detection's find):
     a min-confidence under MIN_CANDIDATE_CONFIDENCE hides what the floor hides, as a still's does."""
 
     def hidden(min_confidence: float) -> bytes:

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from gateway.detection import yunet
-from gateway.detection.detections import Detections, faces_json
+from gateway.detection.detections import Detections
+from gateway.processing.answer import faces_json
 from gateway.triton.wire import ModelOutputs
 
 SHAPE = (64, 96)  # (H, W): stride-8 grid 8 x 12 (96 cells), stride 16 4 x 6 (24), stride 32 2 x 3 (6)

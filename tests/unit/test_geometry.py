@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from gateway.detection.detections import Detections
-from gateway.imaging.geometry import Geometry, Trim, border_rect, trim_rect, turn_detections, turn_pixels, turn_points
+from gateway.imaging.geometry import Geometry, Trim, border_rect, trim_rect, turn_pixels, turn_points
 
 SIZE = (100, 80)
 
@@ -83,12 +83,12 @@ def face(box: list[float], eyes: list[list[float]], mouth: list[list[float]]) ->
 
 def test_a_flipped_face_keeps_its_left_eye_and_mouth_corner_on_the_pictures_left():
     found = face([20, 10, 40, 40], [[25, 20], [35, 22]], [[26, 33], [34, 35]])
-    flipped = turn_detections(found, (0, 0, 100, 80), Geometry(flip="h"))
+    flipped = found.turned((0, 0, 100, 80), Geometry(flip="h"))
     assert flipped.boxes.tolist() == [[60, 10, 80, 40]]
     assert flipped.landmarks[0, [0, 1, 3, 4]].tolist() == [[65, 22], [75, 20], [66, 35], [74, 33]]
     low = face([40, 100, 70, 140], [[50, 110], [60, 112]], [[52, 130], [58, 131]])  # y over x
-    assert turn_detections(low, (0, 0, 100, 150), Geometry()).landmarks.tolist() == low.landmarks.tolist()
-    assert turn_detections(low, (0, 0, 100, 150), Geometry(flip="h")).landmarks[0, [0, 1, 3, 4]].tolist() == [
+    assert low.turned((0, 0, 100, 150), Geometry()).landmarks.tolist() == low.landmarks.tolist()
+    assert low.turned((0, 0, 100, 150), Geometry(flip="h")).landmarks[0, [0, 1, 3, 4]].tolist() == [
         [40, 112],
         [50, 110],
         [42, 131],
@@ -99,12 +99,12 @@ def test_a_flipped_face_keeps_its_left_eye_and_mouth_corner_on_the_pictures_left
 def test_faces_are_clipped_to_the_trim_and_those_trimmed_away_go():
     rect = (30, 0, 100, 80)  # the left 30 columns trimmed away
     partly = face([20, 10, 40, 40], [[25, 20], [35, 22]], [[26, 33], [34, 35]])
-    assert turn_detections(partly, rect, Geometry()).boxes.tolist() == [[0, 10, 10, 40]]
+    assert partly.turned(rect, Geometry()).boxes.tolist() == [[0, 10, 10, 40]]
     gone = face([5, 10, 25, 40], [[10, 20], [20, 22]], [[11, 33], [19, 35]])  # wholly left of the trim
-    assert len(turn_detections(gone, rect, Geometry())) == 0
+    assert len(gone.turned(rect, Geometry())) == 0
     touching = face([10, 10, 30, 40], [[15, 20], [25, 22]], [[16, 33], [24, 35]])  # ends at the trim's edge
-    assert len(turn_detections(touching, rect, Geometry())) == 0
+    assert len(touching.turned(rect, Geometry())) == 0
     below = face([40, 60, 60, 80], [[45, 65], [55, 66]], [[46, 75], [54, 76]])
-    assert len(turn_detections(below, (0, 0, 100, 60), Geometry())) == 0  # ends at the trim's bottom edge
+    assert len(below.turned((0, 0, 100, 60), Geometry())) == 0  # ends at the trim's bottom edge
     past = face([90, 10, 130, 40], [[95, 20], [105, 22]], [[96, 33], [104, 35]])
-    assert turn_detections(past, (0, 0, 100, 80), Geometry()).boxes.tolist() == [[90, 10, 100, 40]]
+    assert past.turned((0, 0, 100, 80), Geometry()).boxes.tolist() == [[90, 10, 100, 40]]

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from retinaface.postprocess import ANCHOR_SIZES, ANCHOR_STRIDES, generate_anchors
 
-from gateway.detection.detections import Detections, faces_json
+from gateway.detection.detections import Detections
 from gateway.detection.postprocess import (
     NMS_IOU_THRESHOLD,
     TILE_EDGE_MARGIN,
@@ -17,6 +17,7 @@ from gateway.detection.postprocess import (
 )
 from gateway.detection.retinaface import WIRE_FORMATS, candidates, decode_boxes, decode_landmarks, priors
 from gateway.params import MIN_CANDIDATE_CONFIDENCE, DetectOptions
+from gateway.processing.answer import faces_json
 
 
 @pytest.mark.parametrize("height,width", [(1024, 1024), (768, 1024), (1024, 256), (100, 60)])

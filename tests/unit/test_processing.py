@@ -100,22 +100,23 @@ def test_a_deadline_that_passed_stops_before_the_next_step():
             crop_request({"width": "64"}),
             SETTINGS,
             DETECTORS,
-            deadline=Deadline(3.0, clock),
+            deadline=Deadline(4.0, clock),
         )
-    assert clock.reads == 3  # load, detect, then trim found it passed
+    assert clock.reads == 4  # load, detect, its standard pass, then trim found it passed
     assert str(stopped.value).endswith("before trim")
     assert stopped.value.status == 504 and stopped.value.code == "processing_timeout"
 
 
 def test_a_deadline_passed_after_the_last_frame_stops_before_encoding():
-    """A still: five steps, seven frame steps, then the check before encoding (the 13th)."""
+    """A still: five steps (the detection's standard pass checks once more), seven frame steps, then
+    the check before encoding (the 14th)."""
     with pytest.raises(ProcessingTimeout, match=r"before encoding$"):
         process(
             encoded(astronaut(), "PNG"),
             crop_request({"width": "64"}),
             SETTINGS,
             DETECTORS,
-            deadline=Deadline(13.0, TickingClock()),
+            deadline=Deadline(14.0, TickingClock()),
         )
 
 

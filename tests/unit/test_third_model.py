@@ -15,8 +15,8 @@ from gateway.config import Settings
 from gateway.detection.detections import Detections
 from gateway.detection.detectors import ALL, KINDS, DetectorKind, serve
 from gateway.detection.model import in_process_batch
-from gateway.detection.passes import run_detection
 from gateway.params import DetectOptions
+from gateway.processing.answer import faces_in
 from gateway.triton.wire import Answer, Batch, ModelOutputs, WireFormat
 
 # The stand-in's own faces, in model-input pixels: the astronaut's (shifted a little) and one more.
@@ -58,22 +58,22 @@ def test_a_third_model_is_run_and_fused_with_the_other_two():
         patch.setattr("gateway.detection.detectors.KINDS", kinds)
         three = serve(("retinaface", "yunet", "third"), "uint8", lambda _: next(models))
         options = DetectOptions(min_confidence=50)
-        result = run_detection(data, three, Settings(), options)
-        alone = run_detection(data, two, Settings(), options)
-        fast = run_detection(data, three, Settings(), DetectOptions(detail="fast"))
+        result = faces_in(data, three, Settings(), options)
+        alone = faces_in(data, two, Settings(), options)
+        fast = faces_in(data, three, Settings(), DetectOptions(detail="fast"))
     assert result.models == ("retinaface", "yunet", "third")
     assert fast.models == ("yunet",)  # the policy: the third one's line leaves fast out
-    best = int(np.argmax(result.detections.scores))
-    score, box = result.detections.scores[best], result.detections.boxes[best]
+    best = int(np.argmax(result.faces.scores))
+    score, box = result.faces.scores[best], result.faces.boxes[best]
     # her face: one face found by all three, scored as any of them being right, its box between theirs
-    [before] = alone.detections[alone.detections.scores > 0.9].boxes
-    assert len(result.detections) == len(alone.detections) + 1
-    assert score > alone.detections.scores.max()
+    [before] = alone.faces[alone.faces.scores > 0.9].boxes
+    assert len(result.faces) == len(alone.faces) + 1
+    assert score > alone.faces.scores.max()
     third_box = THIRD_FACES[0] / 2  # the model's input is twice the photo's size
     assert np.all(np.minimum(before, third_box) - 1e-3 <= box) and np.all(box <= np.maximum(before, third_box) + 1e-3)
     assert not np.allclose(box, before, atol=0.5)  # the third model's box moved it
     x, y = ASTRONAUT_FACE[:2]
     assert abs(box[0] - x) < 10 and abs(box[1] - y) < 10
     # the face only the third found, kept at its own score, in the photo's pixels
-    only = result.detections[np.isclose(result.detections.scores, 0.9)]
+    only = result.faces[np.isclose(result.faces.scores, 0.9)]
     np.testing.assert_allclose(only.boxes, THIRD_FACES[1:] / 2)

@@ -12,8 +12,8 @@ from bench.onnx_model import OnnxModel
 from evaluation.images import photo
 from gateway.config import Settings
 from gateway.detection.detectors import KINDS, serve
-from gateway.detection.passes import run_detection
 from gateway.params import DetectOptions
+from gateway.processing.answer import faces_in
 from local_triton.processes import PRODUCTION_REPOSITORY
 
 
@@ -38,7 +38,7 @@ def test_same_faces_from_both_wire_formats(detector, name):
     results = {}
     for fmt in KINDS[detector].wire_formats:
         detectors = serve((detector,), fmt, lambda wire: OnnxModel(wire, threads=2))
-        results[fmt] = run_detection(data, detectors, Settings(wire_format=fmt), options).detections
+        results[fmt] = faces_in(data, detectors, Settings(wire_format=fmt), options).faces
     assert len(results["uint8"]) == len(results["float32"]) > 0
     np.testing.assert_allclose(results["uint8"].scores, results["float32"].scores, atol=1e-5)
     np.testing.assert_allclose(results["uint8"].boxes, results["float32"].boxes, atol=0.05)
