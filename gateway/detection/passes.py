@@ -159,7 +159,9 @@ def of_frames(start: int, count: int, total: int) -> str:
     """Which frames a pass is about, for the deadline's message: nothing for a still's one."""
     if total == 1:
         return ""
-    return f" of frame {start + 1} of {total}" if count == 1 else f" of frames {start + 1} to {start + count} of {total}"
+    return (
+        f" of frame {start + 1} of {total}" if count == 1 else f" of frames {start + 1} to {start + count} of {total}"
+    )
 
 
 def candidate_floor(options: DetectOptions) -> float:
