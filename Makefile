@@ -100,7 +100,7 @@ bench: $(MODEL) $(JEMALLOC) $(PROFILES)
 
 # Mutation testing of the modules that decide what a user gets (pyproject.toml's [tool.mutmut]): the
 # score per module against bench/mutants.toml's equivalents; not part of `make test` (about an hour
-# here for every module, a few minutes for one, judged afresh each time). `make mutate MODULE=gateway/url/signing.py`.
+# here for every module, a few minutes for one, judged afresh each time). `make mutate MODULE=gateway/web/url/signing.py`.
 mutate: $(MODEL)
 	$(PY) -m bench.mutate $(MODULE)
 

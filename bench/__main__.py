@@ -76,11 +76,11 @@ from bench.workload import PHOTO_SETS, load_photos, must_succeed, photo_paths, s
 from facecrop_client import Client
 from facecrop_client.batch import DetectSink, progress_bar, run_batch
 from gateway.config import Settings
-from gateway.decode import decode_image, read_header
 from gateway.detection import retinaface
 from gateway.detection.detectors import KINDS, serve
 from gateway.detection.postprocess import detect_faces
 from gateway.detection.preprocess import to_model_input
+from gateway.imaging.decode import decode_image, read_header
 from gateway.params import DetectOptions
 from gateway.processing.answer import faces_in
 from local_triton.processes import SHARED_FACES, Stack, child_pids, memory_mib, running_gateway, running_stack

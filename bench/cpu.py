@@ -30,8 +30,8 @@ import numpy as np
 from bench.phone import phone_photos, process_cpu_s
 from bench.verdicts import record, shown
 from bench.workload import must_succeed, service_call
-from gateway.decode import JPEG_REDUCTIONS, jpeg_reduction, read_header
 from gateway.detection.preprocess import scale_for
+from gateway.imaging.decode import JPEG_REDUCTIONS, jpeg_reduction, read_header
 from local_triton.processes import SHARED_FACES, Stack, running_gateway, running_stack
 
 # A third gateway serves RetinaFace alone (the service before YuNet joined it, issue #44), through

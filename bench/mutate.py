@@ -5,7 +5,7 @@ Per module it prints the mutants killed (a timeout counts as killed), those that
 functions no fast test reaches, and the score: killed / (all run, less those bench/mutants.toml lists
 as equivalent, each with why, and those that change only the wording of an error's message); a
 survivor it does not list is a test to write, and so is a function no fast test reaches.
-`make mutate MODULE=gateway/url/signing.py` (a file or a folder) runs one.
+`make mutate MODULE=gateway/web/url/signing.py` (a file or a folder) runs one.
 
 It runs mutmut in build/mutate, the tree staged as links, with the installed packages (hiding's
 facecrop_hiding, the client's facecrop_client) under src/: mutmut names a mutant by its file's path
@@ -48,8 +48,8 @@ CAUGHT = ("killed", "timeout", "caught by type check")  # mutmut's words for a m
 
 
 def mutant_prefix(module: str) -> str:
-    """mutmut's name prefix for a module path (a file or a folder): gateway/url/signing.py ->
-    gateway.url.signing.; hiding/facecrop_hiding/ -> facecrop_hiding."""
+    """mutmut's name prefix for a module path (a file or a folder): gateway/web/url/signing.py ->
+    gateway.web.url.signing.; hiding/facecrop_hiding/ -> facecrop_hiding."""
     return staged_path(module).removeprefix("src/").removesuffix(".py").strip("/").replace("/", ".") + "."
 
 

@@ -25,7 +25,7 @@ from bench.phone import process_cpu_s
 from bench.sources import sharp_crops
 from bench.thumbor import running_thumbor, smart_crop_rect
 from bench.verdicts import missing, record, shown
-from gateway.imaging.saliency import SIDE, best_window, feature_map
+from gateway.framing.saliency import SIDE, best_window, feature_map
 from local_triton.processes import SHARED_FACES, Stack, running_gateway
 
 BASES = {"256x256 face crop": "width=256,height=256,fit=cover,gravity=face", "1024 px resize": "width=1024"}

@@ -3,11 +3,11 @@
 For each photo of ../shared/faces' labeled sets and each output (256x256, 1200x400, 400x1200),
 `fit=cover, gravity=face, zoom=0` as /v1/crop answers it (`format=json`), against:
   centred        Cloudflare's rule, the placement before: the window centred on the box around
-                 the faces the service found, shifted inside the image (gateway.crop)
+                 the faces the service found, shifted inside the image (gateway.framing.crop)
   thumbor smart  thumbor 7.8's `/unsafe/WxH/smart/` (face + feature detectors, bench/thumbor.py),
                  its crop read from its meta endpoint
   best window    the same-size window placed by brute force to frame the most ground-truth faces
-  given truth    the service's placement (gateway.crop.plan_crop, in process) fed the ground-truth
+  given truth    the service's placement (gateway.framing.crop.plan_crop, in process) fed the ground-truth
                  boxes instead of the faces found: how much of the gap to the best window is the
                  detector's (faces it never reports), not the placement's
 A ground-truth face (shorter side at least MIN_SIDE) is framed when at least INSIDE of its box
@@ -34,7 +34,7 @@ from bench.thumbor import running_thumbor, smart_crop_rect
 from bench.verdicts import record, shown
 from evaluation.images import labeled_set
 from gateway.config import Settings
-from gateway.crop import Rect, face_box, focal_point, place, plan_crop, region_size, widen_to_aspect
+from gateway.framing.crop import Rect, face_box, focal_point, place, plan_crop, region_size, widen_to_aspect
 from gateway.params import GRAVITIES, CropOptions
 from local_triton.processes import SHARED_FACES, Stack, running_gateway, running_stack
 

@@ -30,9 +30,9 @@ from bench.verdicts import record, shown
 from bench.workload import must_succeed, service_call
 from evaluation.images import labeled_set, photos_in
 from gateway.config import Settings
-from gateway.decode import decode_image, read_header
 from gateway.detection.detectors import KINDS, serve
 from gateway.detection.preprocess import to_model_input
+from gateway.imaging.decode import decode_image, read_header
 from gateway.params import DetectOptions
 from gateway.processing.answer import faces_in
 from local_triton.cpu import PREFERENCE, choose, cpu_flags

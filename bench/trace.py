@@ -29,7 +29,7 @@ JPEG = "image/jpeg"
 URL = "/cdn-cgi/image/width=256,height=256,fit=cover,gravity=face,format=jpeg/" + PHOTO.name
 # Utilities every stage calls, and the value types whose methods and properties any stage reads:
 # calls into them are not visits.
-UTILITIES = ("gateway.timing", "gateway.observe", "gateway.errors", "gateway.config")
+UTILITIES = ("gateway.timing", "gateway.web.observe", "gateway.observe", "gateway.errors", "gateway.config")
 VALUE_TYPES = frozenset(
     [
         "DecodedImage",
@@ -64,7 +64,12 @@ STEPS_MODULE = "gateway.processing.steps"  # where the request's steps are (thei
 DETECTION = ("gateway.detection", "gateway.triton")
 # What calls the stages in turn, of this tree and the one before #45 (answers.py, url/render.py).
 ORCHESTRATORS = (
-    "gateway.app",
+    "gateway.web.app",
+    "gateway.web.access",
+    "gateway.web.api",
+    "gateway.web.uploads",
+    "gateway.web.url.views",
+    "gateway.app",  # the trees before the web wing (issue 78): their names
     "gateway.access",
     "gateway.api",
     "gateway.uploads",
@@ -145,7 +150,8 @@ def main() -> None:
     parser.add_argument("--tree", type=Path, default=PROJECT_ROOT, help="the checkout whose gateway runs")
     tree = parser.parse_args().tree.resolve()
     sys.path.insert(0, str(tree))
-    create_app = importlib.import_module("gateway.app").create_app
+    wing = (tree / "gateway" / "web").is_dir()  # a tree before the web wing (issue 78) has gateway/app.py
+    create_app = importlib.import_module("gateway.web.app" if wing else "gateway.app").create_app
     settings = importlib.import_module("gateway.config").Settings
     hiding = importlib.import_module("facecrop_hiding")
     roots = {"gateway": tree / "gateway", "facecrop_hiding": Path(hiding.__file__).parent}

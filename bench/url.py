@@ -26,7 +26,7 @@ from bench.verdicts import record, shown
 from evaluation.images import labeled_set
 from evaluation.origins import photo_origin
 from evaluation.service import inferences
-from gateway.crop import Rect
+from gateway.framing.crop import Rect
 from local_triton.processes import SHARED_FACES, Stack, running_gateway, running_stack
 
 SIZES = ((256, 256), (1200, 400))

@@ -2,7 +2,7 @@
 
 A page asks for one with a line `<!-- table: NAME -->`: `configuration` (gateway.config.Settings,
 its other variables and gunicorn's), `detect`, `crop`, `anonymize` (gateway.params' tables) and
-`url-options` (gateway.url.options' table, aliases and the options not offered), `errors`
+`url-options` (gateway.web.url.options' table, aliases and the options not offered), `errors`
 (gateway/errors.py's catalogue, its limits from their definitions).
 """
 
@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT))
 from gateway import params  # noqa: E402
 from gateway.config import OTHER_VARIABLES, Settings, variable, with_limits  # noqa: E402
 from gateway.errors import documented_errors  # noqa: E402
-from gateway.url import options  # noqa: E402
+from gateway.web.url import options  # noqa: E402
 
 MARKER = re.compile(r"^<!-- table: ([a-z-]+) -->$", re.MULTILINE)
 
@@ -73,7 +73,7 @@ def configuration_table() -> str:
         value = item.default_factory() if callable(item.default_factory) else item.default
         default = item.metadata["shown"] or shown(value)
         rows.append(f"| `{variable(item)}` | {default} | {item.metadata['meaning']} |")
-    gunicorn = runpy.run_path(str(ROOT / "gateway" / "gunicorn.conf.py"))["VARIABLES"]
+    gunicorn = runpy.run_path(str(ROOT / "gateway" / "web" / "gunicorn.conf.py"))["VARIABLES"]
     for name, (default, meaning) in {**OTHER_VARIABLES, **gunicorn}.items():
         rows.append(f"| `{name}` | {shown(default)} | {meaning} |")
     return "\n".join(rows)

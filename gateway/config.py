@@ -9,11 +9,11 @@ from collections.abc import Mapping
 from dataclasses import Field, dataclass, field, fields
 from typing import Any
 
-from gateway.decode import MAX_SIDE
 from gateway.detection import JointModel, Limits, check_served, joint_models, served_name
+from gateway.framing.placement import SIZE_POWER
 from gateway.imaging.animation import MAX_ANIMATION_PIXELS
+from gateway.imaging.decode import MAX_SIDE
 from gateway.params import MAX_CROP_SIDE
-from gateway.placement import SIZE_POWER
 
 ALLOWED_SOURCE = re.compile(r"^https?://[^/?#@]+/", re.IGNORECASE)  # imgproxy's rule: the host ends with /
 PREFIX = "FACECROP_"
@@ -197,7 +197,7 @@ class Settings:
 
 
 # Read by from_env beside the fields (name: default, meaning); gunicorn's own are in
-# gateway/gunicorn.conf.py's VARIABLES.
+# gateway/web/gunicorn.conf.py's VARIABLES.
 API_KEYS_FILE = "FACECROP_API_KEYS_FILE"
 OTHER_VARIABLES = {API_KEYS_FILE: ("", "a file with more API keys, one a line (a mounted secret)")}
 

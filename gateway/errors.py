@@ -147,8 +147,11 @@ class OriginUnavailable(ApiError):
 
 
 class ClientGone(ApiError):
-    status, code, by_url_only = 499, "client_closed_request", True
-    summary = "the client closed its connection before the source arrived (nginx's 499; never seen by it)"
+    status, code = 499, "client_closed_request"
+    summary = (
+        "the client closed its connection before its answer was made: before the URL form's source arrived, or "
+        "between the steps of either door (nginx's 499; never seen by it)"
+    )
 
 
 class InternalError(ApiError):

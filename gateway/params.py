@@ -226,7 +226,7 @@ class CropOptions:
     gravity: Gravity = field(default_factory=lambda: default(CROP, "gravity"))
     zoom: float = default(CROP, "zoom")
     faces: str = default(CROP, "faces")
-    # one of Cloudflare's: cover, crop, aspect-crop, scale-down, contain, pad, squeeze (gateway/crop.py)
+    # one of Cloudflare's: cover, crop, aspect-crop, scale-down, contain, pad, squeeze (gateway/framing/crop.py)
     fit: str = default(CROP, "fit")
     # the longest side an output is enlarged to, the one that follows the region's aspect ratio
     # included (the URL form's: Cloudflare's 12,000); FACECROP_MAX_SIDE bounds it too

@@ -1,7 +1,7 @@
 """The typed request: what every front door asks of the one processing pipeline (gateway/processing/).
 
 /v1/detect, /v1/crop and /v1/anonymize build it from their parameters (gateway/params.py, below),
-the URL form from Cloudflare's grammar (gateway/url/options.py): what to find, the crop's geometry
+the URL form from Cloudflare's grammar (gateway/web/url/options.py): what to find, the crop's geometry
 (gravity and fit parsed into typed values), what to hide, the trim, flip and rotate before the
 crop and the filters after it, and how the answer goes out.
 """
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from facecrop_hiding import Hiding
-from gateway.encode import AVIF_MAX_SIDE
+from gateway.imaging.encode import AVIF_MAX_SIDE
 from gateway.imaging.filters import Filters
 from gateway.imaging.geometry import Geometry
 from gateway.imaging.normalise import BGR
@@ -36,7 +36,7 @@ class Output:
     format: str | None = None  # json, or the encoder's (jpeg, png, png8, webp, avif, gif); None: the input's
     quality: int = default(CROP, "quality")
     progressive: bool = False  # an interlaced JPEG
-    avif_max_side: int = AVIF_MAX_SIDE  # an AVIF with a longer side goes out as WebP (gateway/encode.py)
+    avif_max_side: int = AVIF_MAX_SIDE  # an AVIF with a longer side goes out as WebP (gateway/imaging/encode.py)
     metadata: str = "none"  # the EXIF a JPEG keeps: copyright, keep or none (gateway/imaging/metadata.py)
     background: BGR | None = None  # under transparency and fit=pad's canvas; None: transparency kept where the
     # format has it, else white

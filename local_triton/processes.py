@@ -174,7 +174,10 @@ def start_gateway(
     env.update({"FACECROP_BIND": f"127.0.0.1:{port}", "FACECROP_TRITON_URL": triton_grpc_url})
     env.update(extra_env or {})
     env.update(allocator_env(env.get("FACECROP_MALLOC")))
-    command = [sys.executable, "-m", "gunicorn", "--config", str(root / "gateway" / "gunicorn.conf.py")]
+    config = root / "gateway" / "web" / "gunicorn.conf.py"
+    if not config.is_file():  # a tree before the web wing (issue 78)
+        config = root / "gateway" / "gunicorn.conf.py"
+    command = [sys.executable, "-m", "gunicorn", "--config", str(config)]
     return _spawn(command, env, log_path, root)
 
 

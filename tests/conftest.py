@@ -13,9 +13,9 @@ from flask.testing import FlaskClient
 from playwright.sync_api import Browser, sync_playwright
 
 from evaluation.images import MissingSharedData
-from gateway.app import create_app
 from gateway.config import Settings
-from gateway.url.options import parse_url_options
+from gateway.web.app import create_app
+from gateway.web.url.options import parse_url_options
 from local_triton.processes import running_stack
 from tests.support import CHROMIUM, CHROMIUM_ARGS, REPORT_LINES, NoFacesModel, missing_data
 

@@ -29,11 +29,11 @@ from playwright.sync_api import Browser, Page
 from evaluation.images import CROWD, MissingSharedData, astronaut, encoded, photo
 from evaluation.origins import answer
 from gateway.config import Settings
-from gateway.decode import DecodedImage, decode_image, read_header
 from gateway.detection.detections import Detections
 from gateway.detection.detectors import ALL, KINDS, DetectorKind, Detectors, serve
 from gateway.detection.model import in_process_batch
 from gateway.detection.retinaface import WIRE_FORMATS
+from gateway.imaging.decode import DecodedImage, decode_image, read_header
 from gateway.triton.wire import Answer, Batch, ModelOutputs, WireFormat
 from local_triton.processes import BUILD_DIR
 
@@ -324,7 +324,7 @@ def log_line(request_id: str, name: str = "test") -> dict:
 def url_client(originals: Path, **settings):
     """The gateway in process, FACECROP_ORIGIN the directory `originals` (unless `settings` give
     another), with the model stand-in."""
-    from gateway.app import create_app
+    from gateway.web.app import create_app
 
     return create_app(Settings(**{"origin": str(originals), **settings}), NoFacesModel).test_client()
 

@@ -12,7 +12,6 @@ from functools import partial
 
 import numpy as np
 
-from gateway.decode import DecodedImage
 from gateway.detection.detections import Detections
 from gateway.detection.detectors import Call, Detector, Detectors
 from gateway.detection.fusion import fuse
@@ -30,6 +29,7 @@ from gateway.detection.preprocess import (
     scale_for,
     tiled_scale,
 )
+from gateway.imaging.decode import DecodedImage
 from gateway.imaging.normalise import BGR, WHITE, flattened
 from gateway.imaging.orientation import apply_orientation
 from gateway.params import DetectOptions

@@ -1,7 +1,7 @@
 """What goes out is sRGB, as Cloudflare, imgproxy and sharp make it: "colour profiles are applied
 even if the metadata is discarded".
 
-A source's ICC profile rides with its decoded pixels (gateway/decode.py); only what goes out, the
+A source's ICC profile rides with its decoded pixels (gateway/imaging/decode.py); only what goes out, the
 crop after resizing, is converted to sRGB, by LittleCMS (Pillow's ImageCms) with the perceptual
 intent (for matrix/TRC profiles, nearly all RGB ones, the same as relative colorimetric), and the
 profile is then dropped: untagged pixels are sRGB. RGB and grey profiles are converted so;

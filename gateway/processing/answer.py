@@ -1,6 +1,6 @@
 """What a request answers, in one place for every front door: its headers, its JSON, its encoded
 picture; and `process`, which runs the steps that decide them. It speaks no HTTP: the views turn
-its `Answer` into a response (gateway/responses.py), and a batch job or a test can call it as it is."""
+its `Answer` into a response (gateway/web/responses.py), and a batch job or a test can call it as it is."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import numpy as np
 
 from facecrop_hiding import regions
 from gateway.config import Settings
-from gateway.decode import read_header
 from gateway.detection import LANDMARK_NAMES, Detections, Detectors, Found
-from gateway.encode import CONTENT_TYPES, encode_image, output_format
 from gateway.errors import ProcessingTimeout
 from gateway.imaging.animation import encode_animation
+from gateway.imaging.decode import read_header
+from gateway.imaging.encode import CONTENT_TYPES, encode_image, output_format
 from gateway.imaging.metadata import output_exif
 from gateway.memory import PixelBudget
 from gateway.params import DetectOptions

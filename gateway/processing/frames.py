@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from facecrop_hiding import hide_faces
-from gateway.crop import pad_to, render_crop
-from gateway.decode import DecodedImage, decode_image, serves
+from gateway.framing.crop import pad_to, render_crop
 from gateway.imaging.colour import to_srgb
+from gateway.imaging.decode import DecodedImage, decode_image, serves
 from gateway.imaging.filters import apply_filters
 from gateway.imaging.geometry import turn_pixels, turned_size
 from gateway.imaging.normalise import WHITE, unpremultiplied, with_alpha

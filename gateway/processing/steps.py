@@ -13,14 +13,14 @@ import numpy as np
 
 from facecrop_hiding import CONFIDENT
 from gateway.config import Settings
-from gateway.crop import CropPlan, Rect, plan_crop
-from gateway.decode import DecodedImage, decode_image, with_resolution
 from gateway.detection import Found, decode_scale, find
 from gateway.errors import OutputTooLarge
+from gateway.framing.crop import CropPlan, Rect, plan_crop
+from gateway.framing.saliency import salient_focus
 from gateway.imaging.animation import check_cost, read_animation
+from gateway.imaging.decode import DecodedImage, decode_image, with_resolution
 from gateway.imaging.geometry import border_rect, trim_rect, turn_pixels, turned_size
 from gateway.imaging.normalise import flattened
-from gateway.imaging.saliency import salient_focus
 from gateway.params import GRAVITIES, CropOptions, Gravity
 from gateway.processing.work import NO_BOXES, Focus, Work
 

@@ -10,11 +10,11 @@ from functools import cached_property
 import numpy as np
 
 from gateway.config import Settings
-from gateway.crop import CropPlan
-from gateway.decode import DecodedImage, ImageHeader
 from gateway.detection import Detections, Detectors
-from gateway.encode import keeps_alpha
+from gateway.framing.crop import CropPlan
 from gateway.imaging.animation import Animation
+from gateway.imaging.decode import DecodedImage, ImageHeader
+from gateway.imaging.encode import keeps_alpha
 from gateway.imaging.normalise import BGR, WHITE
 from gateway.params import Gravity
 from gateway.request import ImageRequest, Output

@@ -81,7 +81,7 @@ SRCSET_ENTRY = re.compile(r"(\S+)\s+(\d+(?:\.\d+)?[wx])\s*(?:,|$)")
 
 @dataclass(frozen=True)
 class Parsed:
-    """A /cdn-cgi/image/ URL read by Cloudflare's grammar (not gateway/url/options.py)."""
+    """A /cdn-cgi/image/ URL read by Cloudflare's grammar (not gateway/web/url/options.py)."""
 
     options: dict[str, str]
     source: str  # as written after the options: "photos/x.jpg", or "/photos/x.jpg" after a double slash

@@ -12,8 +12,8 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from evaluation.images import CROWD, photo
-from gateway.openapi import openapi_document
-from gateway.url.options import OPTIONS
+from gateway.web.openapi import openapi_document
+from gateway.web.url.options import OPTIONS
 
 CHECKS = [
     schemathesis.checks.not_a_server_error,

@@ -2,6 +2,7 @@
 
 import io
 import re
+import socket
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -167,3 +168,22 @@ def test_a_call_over_its_deadline_is_answered_504(stack):
         response = post(url, photo(ASTRONAUT).read_bytes())
     assert response.status_code == 504
     assert response.json()["error"]["code"] == "backend_timeout"
+
+
+def test_an_upload_whose_client_hangs_up_is_not_processed_for_nobody(stack):
+    """A client sends a costly upload (a crowd, hidden at detail=high) and closes its connection: the
+    gateway stops at its next check (admission, or the next step or frame), logs 499, and does not
+    run the request's detection through."""
+    data = photo("demo/widertest_20_Family_Group_Family_Group_20_435.jpg").read_bytes()
+    host, port = stack.gateway.removeprefix("http://").split(":")
+    request_id = f"gone-{uuid.uuid4().hex}"
+    head = (
+        f"POST /v1/anonymize?detail=high HTTP/1.1\r\nHost: x\r\nX-Request-ID: {request_id}\r\n"
+        f"Content-Type: image/jpeg\r\nContent-Length: {len(data)}\r\n\r\n"
+    )
+    with socket.create_connection((host, int(port))) as client:
+        client.sendall(head.encode() + data)
+        client.shutdown(socket.SHUT_WR)  # the request is whole: the client says it is done, and goes
+    logged = log_line(request_id)
+    assert logged["status"] == 499 and logged["error"] == "client_closed_request"
+    assert "infer" not in logged.get("stages_ms", {})

@@ -30,8 +30,8 @@ from PIL import Image
 from evaluation.images import astronaut
 from evaluation.origins import hostile_origin
 from gateway.config import Settings
-from gateway.encode import AVIF_AVAILABLE
-from gateway.url.caching import slow_connection
+from gateway.imaging.encode import AVIF_AVAILABLE
+from gateway.web.url.caching import slow_connection
 from local_triton.processes import free_port, running_gateway, stop
 from tests.support import sticker
 
@@ -204,7 +204,7 @@ def test_slow_connection_hints_are_one_class_of_the_key(proxy):
 @pytest.mark.parametrize(("hints", "slow"), HINTS)
 def test_the_proxys_class_of_hints_is_the_gateways_own_rule(hints, slow):
     """Behind the proxy the gateway is sent the class alone: nginx's map must say what the gateway
-    itself would (gateway/url/caching.py's slow_connection), edge by edge."""
+    itself would (gateway/web/url/caching.py's slow_connection), edge by edge."""
     assert slow_connection(hints) == slow
 
 

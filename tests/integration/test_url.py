@@ -38,10 +38,10 @@ from evaluation.origins import photo_origin, trap
 from evaluation.service import inferences
 from facecrop_client import image_url
 from gateway.config import Settings
-from gateway.encode import AVIF_AVAILABLE
+from gateway.imaging.encode import AVIF_AVAILABLE
 from gateway.params import MIN_CANDIDATE_CONFIDENCE
-from gateway.url.caching import EtagSealer, describe
-from gateway.url.options import parse_url_options
+from gateway.web.url.caching import EtagSealer, describe
+from gateway.web.url.options import parse_url_options
 from local_triton.processes import child_pids, free_port, running_gateway
 from tests.support import faces_and_implausible, holds_every_face, rectangle, rectangles, regions_of, sticker
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from gateway.access import key_is_valid
 from gateway.config import Settings
+from gateway.web.access import key_is_valid
 
 
 def test_security_headers_and_no_cors_by_default(client):

@@ -1,4 +1,4 @@
-"""The fetch budget and the breakers of gateway/url/admission.py, in process and driven by a fake
+"""The fetch budget and the breakers of gateway/web/url/admission.py, in process and driven by a fake
 clock: a breaker goes through open, its one probe after the cool-down, closed again and reopened by
 a failed probe in milliseconds, without waiting on anything. Through a real gateway and origins:
 tests/integration/test_hostile_origins.py."""
@@ -10,7 +10,7 @@ from contextlib import ExitStack
 import pytest
 
 from gateway.errors import OriginBusy, OriginError, OriginTimeout, OriginUnavailable, SourceNotFound
-from gateway.url.admission import FetchAdmission
+from gateway.web.url.admission import FetchAdmission
 
 DEAD, OTHER = "http://dead.example:80", "http://other.example:80"
 FAILURES, COOL_DOWN_S = 3, 30.0

@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from gateway.crop import (
+from gateway.errors import InvalidParameter
+from gateway.framing.crop import (
     CropPlan,
     Rect,
     face_box,
@@ -16,8 +17,7 @@ from gateway.crop import (
     render_crop,
     widen_to_aspect,
 )
-from gateway.decode import DecodedImage
-from gateway.errors import InvalidParameter
+from gateway.imaging.decode import DecodedImage
 from gateway.params import GRAVITIES, CropOptions, Gravity, parse_crop_options
 from gateway.request import crop_request
 

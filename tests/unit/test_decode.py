@@ -12,9 +12,9 @@ from PIL import Image, ImageOps, PngImagePlugin, TiffImagePlugin
 from evaluation.corpus import corpus, over, png_chunk, png_chunks, reference
 from evaluation.images import STORED_AS, astronaut, encoded, png_declaring
 from evaluation.sources import GHOSTSCRIPT, cmyk_jpeg
-from gateway.decode import decode_image, jpeg_reduction, read_header, with_resolution
-from gateway.encode import output_format
 from gateway.errors import ImageTooLarge, MissingImage, UnsupportedImage
+from gateway.imaging.decode import decode_image, jpeg_reduction, read_header, with_resolution
+from gateway.imaging.encode import output_format
 from gateway.imaging.orientation import apply_orientation
 from tests.support import decode
 

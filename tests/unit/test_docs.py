@@ -78,12 +78,12 @@ def test_the_configuration_table_lists_every_setting():
 def stated_facts() -> list[tuple[str, str, object]]:
     """(page, phrase, the code's value): each phrase, with the value written in, must be on its page."""
     from gateway.config import Settings
-    from gateway.decode import MAX_SIDE
     from gateway.detection.fusion import MATCH_IOU
     from gateway.detection.passes import AUTO_MIN_SCORE, AUTO_SMALL_FACE, FAST_SIZE
     from gateway.detection.postprocess import NMS_IOU_THRESHOLD
     from gateway.detection.preprocess import TILE_MIN_OVERLAP
     from gateway.imaging.animation import MAX_ANIMATION_PIXELS
+    from gateway.imaging.decode import MAX_SIDE
     from gateway.params import MAX_CROP_SIDE
 
     settings = Settings()

@@ -1,4 +1,4 @@
-"""gateway/encode.py's outputs, read back with Pillow (an independent decoder)."""
+"""gateway/imaging/encode.py's outputs, read back with Pillow (an independent decoder)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from PIL import Image, ImageSequence
 
 from evaluation.images import astronaut
-from gateway.encode import as_pillow, encode_image, keeps_alpha, with_app1
 from gateway.imaging.animation import encode_animation
+from gateway.imaging.encode import as_pillow, encode_image, keeps_alpha, with_app1
 
 RNG = np.random.default_rng(11)
 

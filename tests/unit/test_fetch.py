@@ -1,4 +1,4 @@
-"""gateway/url/fetch.py's Fetcher against a real HTTP server on loopback, in process: what each
+"""gateway/web/url/fetch.py's Fetcher against a real HTTP server on loopback, in process: what each
 answer of an origin becomes (a body, a 304, or the error a client gets), the redirects it follows,
 the limit on a body, and that a refused address is never connected to (connections counted at the
 server)."""
@@ -25,8 +25,8 @@ from gateway.errors import (
     SourceNotAllowed,
     SourceNotFound,
 )
-from gateway.url.admission import FetchAdmission
-from gateway.url.fetch import MAX_INTERIM, MAX_REDIRECTS, MAX_TRAILER_LINES, Fetcher
+from gateway.web.url.admission import FetchAdmission
+from gateway.web.url.fetch import MAX_INTERIM, MAX_REDIRECTS, MAX_TRAILER_LINES, Fetcher
 from tests.support import serving
 
 LIMIT = 1000
@@ -308,7 +308,7 @@ def test_a_name_with_several_addresses_is_reached_only_at_one_that_is_allowed(tw
     """127.0.0.2 taken for a public address, 127.0.0.1 for a private one: whichever DNS lists first,
     the fetch connects to the public one only (connections counted at both)."""
     private, public = twins
-    monkeypatch.setattr("gateway.url.fetch.is_public", lambda address: str(address) == "127.0.0.2")
+    monkeypatch.setattr("gateway.web.url.fetch.is_public", lambda address: str(address) == "127.0.0.2")
     port = public.server_address[1]
     got = resolving(fetcher(allow_private=False), "photos.test", order).get(f"http://photos.test:{port}/photo.jpg")
     assert got.body == PHOTO and (private.connections, public.connections) == (0, 1)
@@ -429,7 +429,7 @@ def test_a_name_that_does_not_resolve_is_a_502_whose_log_names_it():
 
 
 def test_a_lookup_that_outlives_the_deadline_is_a_504_whatever_the_watchdog_has_seen():
-    """The lookup's own wait ends at the deadline (gateway/url/deadline.py); the watchdog thread,
+    """The lookup's own wait ends at the deadline (gateway/web/url/deadline.py); the watchdog thread,
     late on a busy machine, may not have ended the watch yet: still a 504, never a 502."""
     late = resolving(fetcher(), "slow.test", TimeoutError("resolving slow.test took too long"))
     with pytest.raises(OriginTimeout) as raised:

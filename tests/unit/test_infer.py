@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from tritonclient.grpc import service_pb2
 
-from gateway.app import create_app, triton_model
 from gateway.config import Settings
 from gateway.detection import retinaface, yunet
 from gateway.detection.model import infer
 from gateway.errors import BackendTimeout, BackendUnavailable
 from gateway.triton.client import CALL_ATTEMPTS, TritonModel
+from gateway.web.app import create_app, triton_model
 from local_triton.processes import free_port
 
 TENSOR = np.zeros((1, 256, 256, 3), np.uint8)

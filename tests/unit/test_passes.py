@@ -13,9 +13,9 @@ from PIL import Image
 
 from evaluation.images import encoded
 from gateway.config import Settings
-from gateway.decode import DecodedImage
 from gateway.detection import Detections, Found, Limits, decode_scale, find
 from gateway.errors import ImageTooLarge, ProcessingTimeout
+from gateway.imaging.decode import DecodedImage
 from gateway.imaging.normalise import BGR, WHITE
 from gateway.params import DetectOptions
 from gateway.processing.answer import faces_in

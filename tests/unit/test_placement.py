@@ -1,11 +1,11 @@
-"""Where the crop window goes when it cannot hold every face (gateway/placement.py through plan_crop)."""
+"""Where the crop window goes when it cannot hold every face (gateway/framing/placement.py through plan_crop)."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.crop import (
+from gateway.framing.crop import (
     Rect,
     face_box,
     focal_point,
@@ -16,8 +16,8 @@ from gateway.crop import (
     region_size,
     widen_to_aspect,
 )
+from gateway.framing.placement import best_offset, face_weights
 from gateway.params import CROPPING_FITS, GRAVITIES, CropOptions
-from gateway.placement import best_offset, face_weights
 
 SQUARE = CropOptions(width=256, height=256, zoom=0)
 

@@ -16,19 +16,19 @@ import pytest
 from PIL import Image
 
 from evaluation.images import astronaut, encoded
-from gateway.app import create_app
 from gateway.config import Settings
-from gateway.decode import ImageHeader
 from gateway.detection.detectors import serve
-from gateway.errors import ImageTooLarge, ProcessingTimeout
+from gateway.errors import ClientGone, ImageTooLarge, ProcessingTimeout
 from gateway.imaging import animation as animation_module
+from gateway.imaging.decode import ImageHeader
 from gateway.memory import PixelBudget
 from gateway.processing.answer import CHEAPER_ANIMATION, process
 from gateway.processing.steps import SAMPLED_FRAMES, spread
 from gateway.processing.work import animation_format
 from gateway.request import Output, anonymize_request, crop_request, detect_request
 from gateway.timing import Deadline
-from gateway.url.options import parse_url_options
+from gateway.web.app import create_app
+from gateway.web.url.options import parse_url_options
 from tests.support import NoFacesModel, TickingClock
 
 SETTINGS = Settings()
@@ -105,6 +105,21 @@ def test_a_deadline_that_passed_stops_before_the_next_step():
     assert clock.reads == 4  # load, detect, its standard pass, then trim found it passed
     assert str(stopped.value).endswith("before trim")
     assert stopped.value.status == 504 and stopped.value.code == "processing_timeout"
+
+
+def test_a_client_that_hangs_up_stops_the_request_at_the_next_step():
+    """The deadline also asks whether the client is still there: gone after the detection, the
+    request stops before its next step (trim), nothing more done for nobody."""
+    checks = iter([False, False, False, True])
+    with pytest.raises(ClientGone) as stopped:
+        process(
+            encoded(astronaut(), "JPEG"),
+            crop_request({"width": "64"}),
+            SETTINGS,
+            DETECTORS,
+            deadline=Deadline(float("inf"), gone=lambda: next(checks)),
+        )
+    assert str(stopped.value) == "the client closed its connection before trim" and stopped.value.status == 499
 
 
 def test_a_deadline_passed_after_the_last_frame_stops_before_encoding():

@@ -19,14 +19,14 @@ from evaluation.images import astronaut, encoded
 from evaluation.sources import GHOSTSCRIPT, cmyk_jpeg, encoded_as, srgb_reference
 from gateway.config import Settings
 from gateway.detection.detectors import serve
-from gateway.encode import AVIF_AUTO_MAX_SIDE, AVIF_AVAILABLE, AVIF_MAX_SIDE
 from gateway.errors import ImageTooLarge, OutputTooLarge
+from gateway.imaging.encode import AVIF_AUTO_MAX_SIDE, AVIF_AVAILABLE, AVIF_MAX_SIDE
 from gateway.imaging.metadata import COPYRIGHT, GPS_IFD
 from gateway.imaging.profiles import DISPLAY_P3
 from gateway.processing.answer import Answer, process
 from gateway.request import ImageRequest, anonymize_request, crop_request, detect_request
 from gateway.timing import StageTimer
-from gateway.url.options import parse_url_options
+from gateway.web.url.options import parse_url_options
 from tests.support import NoFacesModel, square_finder, squares_picture, stored_with_orientation
 
 SETTINGS = Settings()

@@ -23,7 +23,7 @@ from gateway.detection.detectors import serve
 from gateway.processing.answer import Answer, process
 from gateway.processing.steps import SAMPLED_FRAMES
 from gateway.request import ImageRequest, anonymize_request, crop_request, detect_request
-from gateway.url.options import parse_url_options
+from gateway.web.url.options import parse_url_options
 from tests.support import NoFacesModel, square_finder, squares_picture
 
 SIZE = (640, 480)

@@ -18,17 +18,17 @@ from evaluation.images import astronaut, encoded, png_declaring
 from evaluation.origins import trap
 from evaluation.sources import animation
 from facecrop_client import image_url
-from gateway.app import create_app
 from gateway.config import Settings
-from gateway.encode import output_format
 from gateway.errors import InvalidParameter, InvalidSignature, OriginError, OriginTimeout, SourceNotAllowed
+from gateway.imaging.encode import output_format
 from gateway.request import anonymize_request
-from gateway.url.admission import FetchAdmission
-from gateway.url.caching import cache_control, conditions, negotiate
-from gateway.url.fetch import AddressRefused, Fetcher, first_address, is_public
-from gateway.url.options import UNSUPPORTED, parse_url_options
-from gateway.url.signing import signature, unsigned_path
-from gateway.url.sources import Source, resolve_source
+from gateway.web.app import create_app
+from gateway.web.url.admission import FetchAdmission
+from gateway.web.url.caching import cache_control, conditions, negotiate
+from gateway.web.url.fetch import AddressRefused, Fetcher, first_address, is_public
+from gateway.web.url.options import UNSUPPORTED, parse_url_options
+from gateway.web.url.signing import signature, unsigned_path
+from gateway.web.url.sources import Source, resolve_source
 from tests.support import NoFacesModel, sticker, url_client, url_get
 
 KEY, SALT = "736563726574", "73616c74"
@@ -415,8 +415,8 @@ def test_a_prefix_without_a_host_slash_is_refused_at_start():
 
 
 def test_without_an_avif_encoder_webp_is_answered(monkeypatch):
-    monkeypatch.setattr("gateway.url.caching.AVIF_AVAILABLE", False)
-    monkeypatch.setattr("gateway.encode.AVIF_AVAILABLE", False)
+    monkeypatch.setattr("gateway.web.url.caching.AVIF_AVAILABLE", False)
+    monkeypatch.setattr("gateway.imaging.encode.AVIF_AVAILABLE", False)
     assert negotiate("auto", "image/avif,image/webp") == "webp"
     assert negotiate(None, "image/avif") == "input"
     assert output_format("avif", "JPEG", (64, 64)) == "webp"

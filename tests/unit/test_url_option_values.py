@@ -1,4 +1,4 @@
-"""The URL form's option values as Cloudflare's grammar spells them (gateway/url/options.py): colours,
+"""The URL form's option values as Cloudflare's grammar spells them (gateway/web/url/options.py): colours,
 qualities, trims and what format=auto settles, each read into the request it makes; the error for a
 bad one names the option."""
 
@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.encode import AVIF_AUTO_MAX_SIDE, AVIF_MAX_SIDE
 from gateway.errors import InvalidParameter
+from gateway.imaging.encode import AVIF_AUTO_MAX_SIDE, AVIF_MAX_SIDE
 from gateway.imaging.geometry import BORDER_TOLERANCE, Trim
-from gateway.url.options import parse_url_options
+from gateway.web.url.options import parse_url_options
 
 
 def refused(segment: str) -> str:

@@ -15,8 +15,8 @@ from PIL import Image
 
 from evaluation.images import astronaut, encoded
 from facecrop_client import image_url
-from gateway.url.options import parse_url_options
-from gateway.url.views import redirect_target
+from gateway.web.url.options import parse_url_options
+from gateway.web.url.views import redirect_target
 from tests.support import url_client, url_get
 
 KEY, SALT = "736563726574", "73616c74"

@@ -1,4 +1,4 @@
-"""gateway/url/sources.py: which sources the URL form reads, and from where, judged on the URLs and
+"""gateway/web/url/sources.py: which sources the URL form reads, and from where, judged on the URLs and
 files a request names (what an HTTP client would fetch, which file a directory origin opens)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gateway.errors import PayloadTooLarge, SourceNotAllowed, SourceNotFound
-from gateway.url.sources import normalized, read_file, resolve_source
+from gateway.web.url.sources import normalized, read_file, resolve_source
 
 ANY = ("*",)
 

@@ -18,6 +18,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from typing import Any
 
+from gateway.web.responses import client_gone
+
 CLIENT_POLL_S = 0.25  # how often a fetch's client is checked for having gone
 RESOLVER_THREADS = 4
 
@@ -56,19 +58,6 @@ class Watch:
 def _shut(sock: socket.socket) -> None:
     with contextlib.suppress(OSError):  # already closed by the peer
         sock.shutdown(socket.SHUT_RDWR)
-
-
-def client_gone(client: socket.socket | None) -> bool:
-    """Whether the client closed its connection (an orderly close or a reset; data it sent next,
-    a pipelined request, does not count). False where it cannot be told (no socket, TLS)."""
-    if client is None:
-        return False
-    try:
-        return client.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-    except (BlockingIOError, InterruptedError, ValueError):
-        return False
-    except OSError:
-        return True
 
 
 class Watchdog:

@@ -24,14 +24,14 @@ def variable(name: str) -> str:
     return os.environ.get(name, VARIABLES[name][0])
 
 
-wsgi_app = "gateway.wsgi:app"
+wsgi_app = "gateway.web.wsgi:app"
 bind = variable("FACECROP_BIND")
 workers = int(variable("FACECROP_WORKERS"))
 worker_class = "gthread"
 threads = int(variable("FACECROP_THREADS"))
 timeout = 30
 graceful_timeout = 10
-# The gateway writes its own JSON line per request (gateway/observe.py).
+# The gateway writes its own JSON line per request (gateway/web/observe.py).
 accesslog = None
 # Worker heartbeat files in memory: nothing on disk, and a read-only root filesystem works.
 worker_tmp_dir = "/dev/shm"
@@ -82,7 +82,7 @@ def post_fork(server, worker):
 
 
 def _models(worker) -> tuple:
-    """The worker's served models (gateway/app.py's Services), if its app is loaded."""
+    """The worker's served models (gateway/web/app.py's Services), if its app is loaded."""
     app = getattr(worker, "wsgi", None)
     services = app.extensions.get("facecrop") if app is not None else None
     return services.detectors.models if services is not None else ()
@@ -112,7 +112,7 @@ def malloc_in_use() -> str:
 def on_starting(server):
     """Say which malloc the gateway runs with; give the workers a fresh directory in memory for
     Prometheus' multiprocess metrics, and one secret for the URL form's ETags where none is set
-    (gateway/url/caching.py), so that every worker answers 304 to the others' ETags."""
+    (gateway/web/url/caching.py), so that every worker answers 304 to the others' ETags."""
     server.log.info("malloc: %s", malloc_in_use())
     if not (os.environ.get("FACECROP_ETAG_SECRET") or os.environ.get("FACECROP_URL_KEY")):
         os.environ["FACECROP_ETAG_SECRET"] = secrets.token_hex(32)

@@ -7,8 +7,8 @@ import io
 from flask import Request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from gateway.decode import EMPTY_IMAGE
 from gateway.errors import InvalidParameter, MissingImage
+from gateway.imaging.decode import EMPTY_IMAGE
 
 FORM_MIMETYPES = frozenset({"multipart/form-data", "application/x-www-form-urlencoded"})
 RAW_MIMETYPES = frozenset({"application/octet-stream"})
@@ -57,7 +57,7 @@ def _raw_body(request: Request) -> bytes:
         return request.get_data(cache=False)  # no limit, or a server that does not end a chunked body
     data = request.environ["wsgi.input"].read(limit + 1)
     if len(data) > limit:
-        raise RequestEntityTooLarge()  # answered as Werkzeug's own for a declared length (gateway/app.py)
+        raise RequestEntityTooLarge()  # answered as Werkzeug's own for a declared length (gateway/web/app.py)
     return data
 
 

@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 from werkzeug.datastructures import Headers, MIMEAccept
 from werkzeug.http import parse_accept_header, parse_etags
 
-from gateway.encode import AVIF_AVAILABLE
+from gateway.imaging.encode import AVIF_AVAILABLE
 
 PIPELINE_VERSION = "9"  # raised whenever the same source and options would give other pixels
 DEFAULT_MAX_AGE = 86_400  # when the origin says nothing

@@ -3,7 +3,7 @@
 In order: the URL form allowed at all (API keys need signed URLs or an explicit opt-in), the
 signature, the options, the source; then, for an If-None-Match of ours, the source revalidated
 (a conditional request to the origin, or a file's stat) and a 304 without a download; else the
-source read (a fetch holds no model slot: gateway/url/admission.py), and, once it is here and its
+source read (a fetch holds no model slot: gateway/web/url/admission.py), and, once it is here and its
 client still waits, one of the worker's in-flight slots taken for the picture (gateway/processing/),
 in the negotiated format, at the quality the client hints ask for (slow-connection-quality).
 """
@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from flask import Blueprint, Response, current_app, g, redirect, request
 from flask.typing import ResponseReturnValue
 
-from gateway.errors import ApiError, ClientGone, InvalidParameter, InvalidSignature, SourceNotAllowed
-from gateway.observe import note
-from gateway.processing.answer import process
-from gateway.responses import pipeline_context, respond
-from gateway.url.caching import (
+from gateway.errors import ApiError, InvalidParameter, InvalidSignature, SourceNotAllowed
+from gateway.web.observe import note
+from gateway.web.responses import served
+from gateway.web.url.caching import (
     CLIENT_HINTS,
     DEFAULT_MAX_AGE,
     MIN_MAX_AGE,
@@ -31,10 +30,9 @@ from gateway.url.caching import (
     negotiate,
     slow_connection,
 )
-from gateway.url.deadline import client_gone
-from gateway.url.options import asks_redirect, parse_url_options
-from gateway.url.signing import unsigned_path
-from gateway.url.sources import ABSOLUTE, Source, file_validator, read_file, resolve_source
+from gateway.web.url.options import asks_redirect, parse_url_options
+from gateway.web.url.signing import unsigned_path
+from gateway.web.url.sources import ABSOLUTE, Source, file_validator, read_file, resolve_source
 
 PREFIX = "/cdn-cgi/image"
 bp = Blueprint("url", __name__)
@@ -121,11 +119,7 @@ def serve(tail: str, query: str) -> ResponseReturnValue:
     if loaded.data is None or request.if_none_match.contains_weak(headers["ETag"].strip('"')):
         note(not_modified=True)
         return Response(status=304, headers=headers)
-    if client_gone(request.environ.get("gunicorn.socket")):
-        raise ClientGone("the client closed its connection")
-    services.limit.admit()
-    answer = process(loaded.data, options.request(fmt, quality), settings, services.detectors, **pipeline_context())
-    return respond(answer, headers)
+    return served(loaded.data, options.request(fmt, quality), headers)
 
 
 def redirect_target(raw_source: str, query: str) -> str | None:

@@ -9,9 +9,9 @@
 - At most MAX_REDIRECTS redirects, each one checked again like a new source.
 - One wall-clock deadline for the whole fetch, name lookups, connecting, every redirect, the
   status line, headers, 1xx answers, the body, chunk lines and trailers included
-  (gateway/url/deadline.py); a fetch whose client has gone stops; at most MAX_INTERIM 1xx
+  (gateway/web/url/deadline.py); a fetch whose client has gone stops; at most MAX_INTERIM 1xx
   answers and MAX_TRAILER_LINES trailer lines.
-- Admitted by gateway/url/admission.py: a budget of fetches apart from the model's slots, and a
+- Admitted by gateway/web/url/admission.py: a budget of fetches apart from the model's slots, and a
   breaker per origin.
 - The body is streamed and cut off at the upload limit (413); nothing is decoded (no
   Content-Encoding), nothing is written to disk; an answer cut short, empty, or a 304 that was
@@ -44,9 +44,9 @@ from gateway.errors import (
     SourceNotAllowed,
     SourceNotFound,
 )
-from gateway.url.admission import FetchAdmission
-from gateway.url.deadline import Watchdog, client_gone
-from gateway.url.sources import allowed_url, normalized, origin_of
+from gateway.web.url.admission import FetchAdmission
+from gateway.web.url.deadline import Watchdog, client_gone
+from gateway.web.url.sources import allowed_url, normalized, origin_of
 
 MAX_REDIRECTS = 3
 MAX_INTERIM = 4  # 1xx answers before the final one

@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, abort, jsonify, send_from_directory
 from swagger_ui_bundle import swagger_ui_path
 
-from gateway.openapi import openapi_document
+from gateway.web.openapi import openapi_document
 
 bp = Blueprint("pages", __name__, static_folder="static", static_url_path="/static")
 # The files of Swagger UI's own build that /docs loads (from the swagger-ui-bundle package).

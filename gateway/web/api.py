@@ -3,14 +3,13 @@ the one typed request (gateway/request.py) that gateway/processing answers."""
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, request
+from flask import Blueprint, request
 from flask.typing import ResponseReturnValue
 
 from gateway.params import ANONYMIZE_PARAMETERS, CROP_PARAMETERS, DETECT_PARAMETERS
-from gateway.processing.answer import process
 from gateway.request import ImageRequest, anonymize_request, crop_request, detect_request
-from gateway.responses import pipeline_context, respond
-from gateway.uploads import read_image_bytes, read_parameters
+from gateway.web.responses import served
+from gateway.web.uploads import read_image_bytes, read_parameters
 
 bp = Blueprint("api", __name__)
 
@@ -32,12 +31,4 @@ def anonymize_faces() -> ResponseReturnValue:
 
 def answer(image_request: ImageRequest) -> ResponseReturnValue:
     """The uploaded image's answer."""
-    services = current_app.extensions["facecrop"]
-    result = process(
-        read_image_bytes(request),
-        image_request,
-        services.settings,
-        services.detectors,
-        **pipeline_context(),
-    )
-    return respond(result)
+    return served(read_image_bytes(request), image_request)

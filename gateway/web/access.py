@@ -9,9 +9,10 @@ from flask import Response, g, request
 
 from gateway.errors import Overloaded, Unauthorized
 
-# The API; the URL form (whose <img src> cannot carry an API key: gateway/url/signing.py) takes a
-# slot only once its source has arrived (gateway/url/views.py); everything else (health, metrics,
-# docs, the demo page) is open and unlimited.
+# The API needs a key where keys are set; the URL form (whose <img src> cannot carry one:
+# gateway/web/url/signing.py) is signed instead. Both take a slot of the in-flight limit once their
+# source has arrived (gateway/web/responses.py); everything else (health, metrics, docs, the demo
+# page) is open and unlimited.
 API_PREFIX = "/v1/"
 EXPOSED_HEADERS = "X-Crop-Rect, X-Face-Count, X-Passes, X-Detectors, X-Request-ID"
 PAGE_POLICY = (
@@ -46,13 +47,13 @@ class InFlightLimit:
             self._slots.release()
 
 
-def guard_api(keys: tuple[str, ...], limit: InFlightLimit) -> None:
-    """before_request: API keys (when configured) for API calls, then the in-flight limit."""
+def guard_api(keys: tuple[str, ...]) -> None:
+    """before_request: API keys (when configured) for API calls (their slot of the in-flight limit is
+    taken once the upload has arrived, as the URL form's once its source has: web/responses.py)."""
     if not request.path.startswith(API_PREFIX) or request.method == "OPTIONS":
         return
     if keys and not key_is_valid(request.headers.get("Authorization"), keys):
         raise Unauthorized("a valid API key is required: Authorization: Bearer KEY")
-    limit.admit()
 
 
 def add_headers(response: Response, cors_origins: tuple[str, ...]) -> Response:

@@ -11,18 +11,18 @@ from flask import Flask, jsonify
 from flask.json.provider import DefaultJSONProvider
 from werkzeug.exceptions import HTTPException
 
-from gateway import access, api, health, observe, pages
 from gateway.config import Settings
 from gateway.detection import Detectors, Model, serve
 from gateway.errors import ApiError, InternalError, PayloadTooLarge
 from gateway.memory import PixelBudget
 from gateway.triton.client import RegionPool, ThreadClients, TritonModel
 from gateway.triton.wire import WireFormat
-from gateway.uploads import InMemoryRequest
-from gateway.url import views as url_views
-from gateway.url.admission import FetchAdmission
-from gateway.url.caching import EtagSealer
-from gateway.url.fetch import Fetcher
+from gateway.web import access, api, health, observe, pages
+from gateway.web.uploads import InMemoryRequest
+from gateway.web.url import views as url_views
+from gateway.web.url.admission import FetchAdmission
+from gateway.web.url.caching import EtagSealer
+from gateway.web.url.fetch import Fetcher
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def create_app(settings: Settings | None = None, model_for: Callable[[WireFormat
     observe.configure_logging()
 
     app.before_request(observe.start_request)
-    app.before_request(lambda: access.guard_api(settings.api_keys, limit))
+    app.before_request(lambda: access.guard_api(settings.api_keys))
     app.after_request(lambda response: access.add_headers(response, settings.cors_origins))
     app.after_request(observe.finish_request)
     app.teardown_request(lambda error: limit.release())

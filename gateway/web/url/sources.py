@@ -5,7 +5,7 @@ A relative source (`uploads/alice.jpg`) is read from FACECROP_ORIGIN: under an h
 a directory that it never leaves (`..`, `%2e%2e` and symbolic links that point out are refused; a leading or
 doubled slash is a path's, as under an HTTP origin). An
 absolute source (`https://...`) must be http or https, carry no credentials and start with one
-of FACECROP_ALLOWED_SOURCES (`*` alone: any host); gateway/url/fetch.py then checks the address
+of FACECROP_ALLOWED_SOURCES (`*` alone: any host); gateway/web/url/fetch.py then checks the address
 it connects to, on every redirect too.
 """
 

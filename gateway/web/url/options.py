@@ -17,9 +17,11 @@ from urllib.parse import unquote
 from PIL import ImageColor
 
 from facecrop_hiding import Hiding
-from gateway.decode import MAX_SIDE  # Cloudflare's 12,000 px a side, for outputs too (100 MP: Settings.max_pixels)
-from gateway.encode import AVIF_AUTO_MAX_SIDE, AVIF_MAX_SIDE
 from gateway.errors import InvalidParameter
+from gateway.imaging.decode import (
+    MAX_SIDE,  # Cloudflare's 12,000 px a side, for outputs too (100 MP: Settings.max_pixels)
+)
+from gateway.imaging.encode import AVIF_AUTO_MAX_SIDE, AVIF_MAX_SIDE
 from gateway.imaging.filters import Filters
 from gateway.imaging.geometry import Geometry, Trim
 from gateway.imaging.metadata import METADATA_CHOICES

@@ -1,5 +1,5 @@
 """The OpenAPI 3 document of the API, built from the parameter tables: gateway/params.py's for the
-upload endpoints, gateway/url/options.py's for the URL form (its options one path parameter, an
+upload endpoints, gateway/web/url/options.py's for the URL form (its options one path parameter, an
 object that OpenAPI's `simple` style with `explode` writes as Cloudflare does: `width=256,fit=cover`)."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from typing import Any
 
 from gateway.config import with_limits
 from gateway.detection import LANDMARK_NAMES
-from gateway.encode import CONTENT_TYPES
 from gateway.errors import documented_errors
+from gateway.imaging.encode import CONTENT_TYPES
 from gateway.params import ANONYMIZE, CROP, DETECT, Parameter
-from gateway.url.options import ALIASES, OPTIONS, QUALITY_WORDS
+from gateway.web.url.options import ALIASES, OPTIONS, QUALITY_WORDS
 
 IMAGE_TYPES = (
     "image/jpeg",

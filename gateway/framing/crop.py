@@ -12,10 +12,10 @@ from dataclasses import dataclass, replace
 import cv2
 import numpy as np
 
-from gateway.decode import DecodedImage
+from gateway.framing.placement import SIZE_POWER, place_for_faces
+from gateway.imaging.decode import DecodedImage
 from gateway.imaging.geometry import cut_scaled
 from gateway.params import CropOptions, Gravity
-from gateway.placement import SIZE_POWER, place_for_faces
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,7 @@ def plan_crop(boxes: np.ndarray, image: tuple[int, int], options: CropOptions, p
 
     The faces count in whole pixels (`in_whole_pixels`). A region that holds every face to frame
     is centred on them (Cloudflare's rule); one too small for them keeps the most faces whole
-    instead (gateway/placement.py, faces weighted by their size to `power`). Fits that do not
+    instead (gateway/framing/placement.py, faces weighted by their size to `power`). Fits that do not
     crop keep the whole image; fit=crop where the region is smaller than width x height keeps
     the region before widening, never enlarged (Cloudflare's: like scale-down).
     """
