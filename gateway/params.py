@@ -11,6 +11,7 @@ from typing import Any
 
 from facecrop_hiding import Hiding
 from gateway.errors import InvalidParameter
+from gateway.imaging.encode import asked_formats
 
 BOOLEANS = {"true": True, "false": False}
 # Plain decimal notation only (no whitespace, underscores, hex, nan or inf), as documented.
@@ -133,7 +134,7 @@ CROP = (
         "own); png, webp and avif keep transparency, gif its pixels under half opaque, jpeg has it on white. "
         "An animation goes out animated as gif, webp or its own format (an APNG's png, an AVIF sequence's avif), "
         "as its first frame in the others.",
-        choices=("jpeg", "png", "webp", "avif", "gif", "json"),
+        choices=(*asked_formats(), "json"),
     ),
     Parameter("quality", "integer", 85, "JPEG, WebP and AVIF quality.", 1, 100),
     ANIM,
@@ -191,6 +192,18 @@ ANONYMIZE = (
 )
 # preset=fast: what it changes of the defaults (`facecrop video --fast`'s setting, docs/defaults.md, "Anonymize").
 FAST_ANONYMIZE = {"min_confidence": 12.0, "detail": "standard", "margin": 1.3}
+ANONYMIZE_PRESETS = {
+    "privacy": {p.name: typed_default(p) for p in ANONYMIZE if p.name != "preset"},
+    "fast": {**{p.name: typed_default(p) for p in ANONYMIZE if p.name != "preset"}, **FAST_ANONYMIZE},
+}
+
+
+def anonymize_defaults(preset: str) -> dict[str, Any]:
+    """Hiding's defaults under `preset` (privacy, fast): both doors' (/v1/anonymize and the URL form's
+    anonymize), merged here once; each option given still applies over them."""
+    return ANONYMIZE_PRESETS[preset]
+
+
 DETECT_PARAMETERS = frozenset(p.name for p in DETECT)
 CROP_PARAMETERS = frozenset(p.name for p in CROP)
 ANONYMIZE_PARAMETERS = frozenset(p.name for p in ANONYMIZE)

@@ -19,9 +19,9 @@ from gateway.imaging.normalise import BGR
 from gateway.params import (
     ANONYMIZE,
     CROP,
-    FAST_ANONYMIZE,
     CropOptions,
     DetectOptions,
+    anonymize_defaults,
     default,
     parse,
     parse_crop_options,
@@ -84,8 +84,8 @@ def anonymize_request(values: Mapping[str, str]) -> ImageRequest:
     """/v1/anonymize: every face hidden (listed all with format=json); preset=fast's values where the
     parameter is not given."""
     parsed = parse(values, tuple(p for p in ANONYMIZE if p not in OUTPUT_PARAMETERS))
-    if parsed.pop("preset") == "fast":
-        parsed |= {name: value for name, value in FAST_ANONYMIZE.items() if name not in values}
+    defaults = anonymize_defaults(parsed.pop("preset"))
+    parsed |= {name: value for name, value in defaults.items() if name in parsed and name not in values}
     found = {name: parsed.pop(name) for name in ("min_confidence", "min_face_size", "detail")}
     detect = DetectOptions(landmarks=False, **found)  # every face hidden is listed: max_faces does not apply
     return ImageRequest(detect=detect, window=None, hiding=Hiding(**parsed), output=upload_output(values))

@@ -134,26 +134,53 @@ def _plays(image: Image.Image) -> int:
     return int(loop or 0)
 
 
-def encode_animation(frames: list[np.ndarray], durations: list[int], plays: int, fmt: str, quality: int) -> bytes:
-    """`frames` (BGR, or straight BGRA: transparency kept) as an animated WebP (lossless at `quality`
-    100, as Cloudflare's), GIF or APNG that plays `plays` times (0: forever), or an AVIF sequence
-    (which Pillow writes to play forever)."""
-    transparent = frames[0].shape[2] == 4
-    code = cv2.COLOR_BGRA2RGBA if transparent else cv2.COLOR_BGR2RGB
-    pictures = [Image.fromarray(cv2.cvtColor(frame, code)) for frame in frames]
-    buffer = io.BytesIO()
-    every = {"save_all": True, "append_images": pictures[1:], "duration": durations}
-    if fmt == "webp":
-        pictures[0].save(buffer, "WEBP", **every, loop=plays, quality=quality, lossless=quality >= 100)
-        return webp_said_transparent(buffer.getvalue()) if transparent else buffer.getvalue()
-    if fmt == "png":  # each frame replaces the last where they differ (APNG's blend "source")
-        pictures[0].save(buffer, "PNG", **every, loop=plays, compress_level=3)
-        return buffer.getvalue()
-    if fmt == "avif":
-        pictures[0].save(buffer, "AVIF", **every, quality=quality, speed=AVIF_SPEED)
-        return buffer.getvalue()
+def pictures_of(frames: list[np.ndarray]) -> list[Image.Image]:
+    """BGR (or straight BGRA) frames as Pillow RGB (RGBA) pictures."""
+    code = cv2.COLOR_BGRA2RGBA if frames[0].shape[2] == 4 else cv2.COLOR_BGR2RGB
+    return [Image.fromarray(cv2.cvtColor(frame, code)) for frame in frames]
+
+
+def animated_webp(frames: list[np.ndarray], durations: list[int], plays: int, quality: int) -> bytes:
+    """`frames` as an animated WebP that plays `plays` times (0: forever), lossless at `quality` 100
+    (as Cloudflare's)."""
+    pictures, buffer = pictures_of(frames), io.BytesIO()
+    pictures[0].save(
+        buffer,
+        "WEBP",
+        save_all=True,
+        append_images=pictures[1:],
+        duration=durations,
+        loop=plays,
+        quality=quality,
+        lossless=quality >= 100,
+    )
+    return webp_said_transparent(buffer.getvalue()) if frames[0].shape[2] == 4 else buffer.getvalue()
+
+
+def animated_png(frames: list[np.ndarray], durations: list[int], plays: int, quality: int) -> bytes:
+    """`frames` as an APNG, each frame replacing the last where they differ (APNG's blend "source")."""
+    pictures, buffer = pictures_of(frames), io.BytesIO()
+    pictures[0].save(
+        buffer, "PNG", save_all=True, append_images=pictures[1:], duration=durations, loop=plays, compress_level=3
+    )
+    return buffer.getvalue()
+
+
+def avif_sequence(frames: list[np.ndarray], durations: list[int], plays: int, quality: int) -> bytes:
+    """`frames` as an AVIF sequence (which Pillow writes to play forever)."""
+    pictures, buffer = pictures_of(frames), io.BytesIO()
+    pictures[0].save(
+        buffer, "AVIF", save_all=True, append_images=pictures[1:], duration=durations, quality=quality, speed=AVIF_SPEED
+    )
+    return buffer.getvalue()
+
+
+def animated_gif(frames: list[np.ndarray], durations: list[int], plays: int, quality: int) -> bytes:
+    """`frames` as a GIF that plays `plays` times (0: forever): 256 colours a frame, straight BGRA
+    frames with their pixels under half opaque transparent."""
+    pictures, buffer = pictures_of(frames), io.BytesIO()
     loop = {} if plays == 1 else {"loop": 0 if plays == 0 else plays - 1}  # GIF counts the plays after the first
-    if transparent:
+    if frames[0].shape[2] == 4:
         paletted = transparent_gif_frames(pictures)
         # each frame replaces the last (disposal 2), which would show through its transparency; the
         # palettes as made (not optimised): the transparent entry is GIF_TRANSPARENT in every frame

@@ -15,9 +15,8 @@ from facecrop_hiding import regions
 from gateway.config import Settings
 from gateway.detection import LANDMARK_NAMES, Detections, Detectors, Found
 from gateway.errors import ProcessingTimeout
-from gateway.imaging.animation import encode_animation
 from gateway.imaging.decode import read_header
-from gateway.imaging.encode import CONTENT_TYPES, encode_image, output_format
+from gateway.imaging.encode import encode_animation, encode_image, format_named, output_format
 from gateway.imaging.metadata import output_exif
 from gateway.memory import PixelBudget
 from gateway.params import DetectOptions
@@ -183,6 +182,6 @@ def encoded(frames: list[Frame], work: Work) -> tuple[bytes, str]:
         if work.animation is not None:
             animation = work.animation
             body = encode_animation(pixels, animation.durations, animation.plays, fmt, output.quality)
-            return body, CONTENT_TYPES[fmt]
+            return body, format_named(fmt).content_type
         exif = output_exif(header.exif, output.metadata, hidden_faces=work.request.hiding is not None)
-        return encode_image(pixels[0], fmt, output.quality, output.progressive, exif), CONTENT_TYPES[fmt]
+        return encode_image(pixels[0], fmt, output.quality, output.progressive, exif), format_named(fmt).content_type

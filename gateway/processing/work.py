@@ -14,7 +14,7 @@ from gateway.detection import Detections, Detectors
 from gateway.framing.crop import CropPlan
 from gateway.imaging.animation import Animation
 from gateway.imaging.decode import DecodedImage, ImageHeader
-from gateway.imaging.encode import keeps_alpha
+from gateway.imaging.encode import everyone_plays, keeps_alpha, keeps_animation
 from gateway.imaging.normalise import BGR, WHITE
 from gateway.params import Gravity
 from gateway.request import ImageRequest, Output
@@ -110,6 +110,8 @@ def animation_format(header: ImageHeader, output: Output) -> str | None:
         return None
     own = header.format.lower()
     if output.negotiated:  # WebP where the client takes AVIF or WebP (not every AVIF reader plays sequences)
-        return "webp" if output.format else own if own in ("gif", "png") else "gif"
+        return "webp" if output.format else own if everyone_plays(own) else "gif"
     asked = "png" if output.format == "png8" else output.format  # an APNG asked for as PNG8: in full colour
-    return asked or own if asked in (None, "json", "gif", "webp", own) else None
+    if asked in (None, "json"):
+        return asked or own
+    return asked if keeps_animation(asked, own) else None

@@ -9,7 +9,7 @@ from typing import Any
 from gateway.config import with_limits
 from gateway.detection import LANDMARK_NAMES
 from gateway.errors import documented_errors
-from gateway.imaging.encode import CONTENT_TYPES
+from gateway.imaging.encode import content_types
 from gateway.params import ANONYMIZE, CROP, DETECT, Parameter
 from gateway.web.url.options import ALIASES, OPTIONS, QUALITY_WORDS
 
@@ -207,7 +207,7 @@ SCHEMAS = {
 def picture_or_json(description: str, schema_name: str, headers: dict) -> dict:
     """A 200 that is an encoded picture, or JSON with format=json."""
     response = json_response(description, schema_name, headers)
-    response["content"].update({t: {"schema": {"type": "string", "format": "binary"}} for t in CONTENT_TYPES.values()})
+    response["content"].update({t: {"schema": {"type": "string", "format": "binary"}} for t in content_types()})
     return response
 
 

@@ -9,8 +9,7 @@ import pytest
 from PIL import Image, ImageSequence
 
 from evaluation.images import astronaut
-from gateway.imaging.animation import encode_animation
-from gateway.imaging.encode import as_pillow, encode_image, keeps_alpha, with_app1
+from gateway.imaging.encode import as_pillow, encode_animation, encode_image, keeps_alpha, with_app1
 
 RNG = np.random.default_rng(11)
 

@@ -13,10 +13,10 @@ from evaluation.corpus import long_gif
 from evaluation.images import astronaut
 from evaluation.sources import GHOSTSCRIPT, animation, encoded_as, nclx_p3, p3_colorants, profiles
 from gateway.errors import ImageTooLarge, UnsupportedImage
-from gateway.imaging.animation import encode_animation, gif_delays, on_one_canvas, read_animation
+from gateway.imaging.animation import gif_delays, on_one_canvas, read_animation
 from gateway.imaging.colour import CONVERTED, IGNORED, SRGB_ALREADY, conversion, fits, to_srgb
 from gateway.imaging.decode import decode_image, read_header
-from gateway.imaging.encode import encode_image, keeps_alpha
+from gateway.imaging.encode import encode_animation, encode_image, keeps_alpha
 from gateway.imaging.formats import webp_said_transparent
 from gateway.imaging.metadata import output_exif
 from gateway.imaging.normalise import WHITE, flattened, pillow_to_bgr, unpremultiplied, with_alpha

@@ -415,7 +415,6 @@ def test_a_prefix_without_a_host_slash_is_refused_at_start():
 
 
 def test_without_an_avif_encoder_webp_is_answered(monkeypatch):
-    monkeypatch.setattr("gateway.web.url.caching.AVIF_AVAILABLE", False)
     monkeypatch.setattr("gateway.imaging.encode.AVIF_AVAILABLE", False)
     assert negotiate("auto", "image/avif,image/webp") == "webp"
     assert negotiate(None, "image/avif") == "input"

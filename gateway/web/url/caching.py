@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 from werkzeug.datastructures import Headers, MIMEAccept
 from werkzeug.http import parse_accept_header, parse_etags
 
-from gateway.imaging.encode import AVIF_AVAILABLE
+from gateway.imaging.encode import negotiable
 
 PIPELINE_VERSION = "9"  # raised whenever the same source and options would give other pixels
 DEFAULT_MAX_AGE = 86_400  # when the origin says nothing
@@ -141,7 +141,5 @@ def negotiate(requested: str | None, accept_header: str | None) -> str:
     (the source's own format; encode.output_format settles it, AVIF as WebP without an encoder)."""
     accept = parse_accept_header(accept_header, MIMEAccept)
     if requested == "auto":
-        if AVIF_AVAILABLE and accepts(accept, "image/avif"):
-            return "avif"
-        return "webp" if accepts(accept, "image/webp") else "input"
+        return next((fmt.name for fmt in negotiable() if accepts(accept, fmt.content_type)), "input")
     return requested or "input"

@@ -11,7 +11,6 @@ import functools
 import json
 import re
 from dataclasses import dataclass, replace
-from typing import Any
 from urllib.parse import unquote
 
 from PIL import ImageColor
@@ -21,22 +20,21 @@ from gateway.errors import InvalidParameter
 from gateway.imaging.decode import (
     MAX_SIDE,  # Cloudflare's 12,000 px a side, for outputs too (100 MP: Settings.max_pixels)
 )
-from gateway.imaging.encode import AVIF_AUTO_MAX_SIDE, AVIF_MAX_SIDE
+from gateway.imaging.encode import AVIF_AUTO_MAX_SIDE, AVIF_MAX_SIDE, url_formats
 from gateway.imaging.filters import Filters
 from gateway.imaging.geometry import Geometry, Trim
 from gateway.imaging.metadata import METADATA_CHOICES
 from gateway.imaging.normalise import WHITE
 from gateway.params import (
     ANIM,
-    ANONYMIZE,
     DETECT,
-    FAST_ANONYMIZE,
     INTEGER,
     MOST_FACES,
     PARSERS,
     CropOptions,
     DetectOptions,
     Parameter,
+    anonymize_defaults,
     parse,
 )
 from gateway.request import ImageRequest, Output
@@ -60,7 +58,7 @@ ROTATIONS = ("0", "90", "180", "270", "360")
 PRESETS = ("privacy", "fast")
 TRIM_KEYS = ("trim.width", "trim.height", "trim.left", "trim.top")
 BORDER_KEYS = ("trim.border.color", "trim.border.tolerance", "trim.border.keep")
-FORMATS = ("auto", "avif", "webp", "jpeg", "baseline-jpeg", "png", "gif", "json")
+FORMATS = ("auto", *url_formats(), "json")
 QUALITY_WORDS = {"high": 90, "medium-high": 80, "medium-low": 70, "low": 60}
 TRANSPARENT = "transparent"  # a background is opaque: the name means white, as Cloudflare flattens onto
 RGB_COLOR = re.compile(r"rgba?\(\s*(\d{1,3})[\s,]+(\d{1,3})[\s,]+(\d{1,3})(?:[\s,/]+[0-9.]+%?)?\s*\)")
@@ -68,7 +66,6 @@ HSL_COLOR = re.compile(r"hsla?\(\s*([0-9.]+)(?:deg)?[\s,]+([0-9.]+)%[\s,]+([0-9.
 MAX_OPTIONS_LENGTH = 512  # every option at its longest fits; the parse cache stays small
 OPTION_SEPARATOR = re.compile(r",(?![^()]*\))")  # commas, but not inside rgb(...)
 _DETECT = {p.name: p for p in DETECT}
-ANONYMIZE_DEFAULTS: dict[str, Any] = {p.name: p.default for p in ANONYMIZE}
 
 OPTIONS = (
     Parameter("width", "integer", None, "Output width in pixels (times dpr).", 1, MAX_SIDE),
@@ -267,7 +264,7 @@ def parse_url_options(segment: str) -> UrlOptions:
             sides[side] = max(1, round(parsed[side] * dpr))
             if sides[side] > MAX_SIDE:
                 raise InvalidParameter("dpr", f"makes the {side} {sides[side]}, over {MAX_SIDE}")
-    hiding_defaults = ANONYMIZE_DEFAULTS | (FAST_ANONYMIZE if parsed["preset"] == "fast" else {})
+    hiding_defaults = anonymize_defaults(parsed["preset"])
     hiding = Hiding(method=parsed["anonymize"], margin=hiding_defaults["margin"]) if parsed["anonymize"] else None
     threshold = parsed["min-confidence"]
     if threshold is None:
