@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import re
+import signal
 import sys
 import time
 import uuid
@@ -507,6 +508,15 @@ def _fill(pool, running: dict, queue: Iterator[Item], client, source: Source, si
 
 PICTURE_PARTIAL = re.compile(r"\.[0-9a-f]{32}\.partial$")  # PictureSink.write's
 VIDEO_PARTIAL = re.compile(r"^\..+\.partial-\d+\.[^.]+$")  # video.partial_path's
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM (`kill`, a container stopping) ends a long job as Ctrl-C does: its partial output removed."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 def sweep_partials(output: Path) -> int:

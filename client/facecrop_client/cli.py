@@ -11,10 +11,8 @@ import argparse
 import json
 import math
 import os
-import signal
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -27,14 +25,13 @@ from facecrop_client.batch import (
     PictureSink,
     Summary,
     file_problem,
-    ledger_of,
     manifest_path,
     progress_bar,
     reason,
     run_batch,
+    stop_on_sigterm,
     stops_the_run,
     sweep_partials,
-    todo_of,
     videos_to_do,
 )
 from facecrop_client.client import AnyClient, FacecropError, connect
@@ -386,58 +383,45 @@ def ray_module():
     return on_ray
 
 
-def ray_start(cluster, args: argparse.Namespace) -> float:
-    """Ray started or joined for the job (ClusterError as one line); when it started."""
-    if not args.ray and not os.environ.get("RAY_ADDRESS"):  # embedded: the service is reachable from here
-        with about(getattr(args, "input_dir", None) or args.source):
-            client_of(args).check()
-    try:
-        cluster.start(args.ray, args.quiet)
-    except cluster.ClusterError as error:
-        raise CommandError(str(error)) from error
-    stop_on_sigterm()  # Ray's start put in its own handler (a crash trace, status 15): SIGTERM is Ctrl-C again
-    return time.monotonic()
+def ray_service(args: argparse.Namespace):
+    """What every Ray task needs to reach the service, and the check of it where Ray runs embedded
+    (the service is reachable from here; on a cluster, from its nodes)."""
+    cluster = ray_module()
+    embedded = not args.ray and not os.environ.get("RAY_ADDRESS")
+    subject = getattr(args, "input_dir", None) or args.source
+
+    def reachable() -> None:
+        if embedded:
+            with about(subject):
+                client_of(args).check()
+
+    return cluster, cluster.Service(*service_of(args)), reachable
 
 
 def batch_on_ray(args: argparse.Namespace, source: Source, sink, params: dict, failures: Path) -> Summary:
-    """`batch --ray`: the photos (and, anonymizing, the videos) as Ray tasks; the manifest, the
-    failures and detect's lines written here as they come back."""
-    cluster = ray_module()
-    images, todo = todo_of(source, sink)
-    summary = Summary(total=len(images), skipped=len(images) - len(todo))
-    service = cluster.Service(*service_of(args))
-    job = cluster.PhotoJob(source, sink, params, service, args.concurrency)
-    started_at = ray_start(cluster, args)
+    """`batch --ray`: facecrop_client.on_ray's run of the photos (and, anonymizing a folder, the videos)."""
+    cluster, service, reachable = ray_service(args)
+    videos = None
+    if args.mode == "anonymize" and isinstance(source, Folder):
+        root = source.root
+
+        def videos() -> list:
+            return [
+                cluster.VideoTask(name, video_job(args, root / name, args.output / name), service)
+                for name in videos_to_do(root, args.output)
+            ]
+
     try:
-        with ledger_of(sink, images, todo, summary, failures, progress_bar(len(todo), quiet=True)) as ledger:
-            for done in cluster.run_photos(job, todo):
-                if done.result is not None:  # detect: its answer, for the one JSON Lines file
-                    sink.write(done.source, done.result)
-                ledger.settle(done.source, done.output, done.faces, done.error, done.seconds)
-                if summary.stopped:  # the service's failure, not a photo's
-                    break
-            if args.mode == "anonymize" and isinstance(source, Folder) and not summary.stopped:
-                print(summary.line(), file=sys.stderr)
-                tasks = [
-                    cluster.VideoTask(name, video_job(args, source.root / name, args.output / name), service)
-                    for name in videos_to_do(source.root, args.output)
-                ]
-                for task in tasks:
-                    task.job.target.parent.mkdir(parents=True, exist_ok=True)
-                for done in cluster.run_videos(tasks):
-                    ledger.record(done.source, done.output, done.faces, done.error, done.seconds, image=False)
-                    told = video_module().VideoSummary(**done.result).line() if done.result else done.error["message"]
-                    print(f"{done.source}: {told}", file=sys.stderr)
-    except KeyboardInterrupt:
-        summary.interrupted = True
-    finally:
-        cluster.stop()
-        sink.close()
-        sweep_partials(args.output)
-        summary.seconds = time.monotonic() - started_at
-    if args.mode != "anonymize" or not isinstance(source, Folder) or summary.ended_early:
-        print(summary.line(), file=sys.stderr)
-    return summary
+        return cluster.run_batch(
+            source, sink, params, service, args.concurrency, failures, videos, args.ray, args.quiet, reachable, told
+        )
+    except cluster.ClusterError as error:
+        raise CommandError(str(error)) from error
+
+
+def told(line: str) -> None:
+    """A line of a job's own (a summary, a video's), on standard error."""
+    print(line, file=sys.stderr)
 
 
 def video_module():
@@ -477,15 +461,6 @@ def frame_progress(args: argparse.Namespace):
     return partial(progress_bar, quiet=args.quiet, unit="frame", things="frames")
 
 
-def stop_on_sigterm() -> None:
-    """SIGTERM (`kill`, a container stopping) ends a long job as Ctrl-C does: its partial output removed."""
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, interrupt)
-
-
 def video(client: AnyClient, args: argparse.Namespace) -> int:
     videos = video_module()
     stop_on_sigterm()
@@ -510,20 +485,16 @@ def video_done(args: argparse.Namespace, summary) -> int:
 
 
 def video_on_ray(args: argparse.Namespace, job) -> int:
-    """`video --ray`: the video as one Ray task, on the node Ray places it."""
-    cluster = ray_module()
+    """`video --ray`: the video as one Ray task (facecrop_client.on_ray), on the node Ray places it."""
+    cluster, service, reachable = ray_service(args)
     videos = video_module()
     videos.check_paths(job.source, job.target)
-    ray_start(cluster, args)
     try:
-        task = cluster.VideoTask(args.source.name, job, cluster.Service(*service_of(args)))
-        [done] = list(cluster.run_videos([task]))
-    except KeyboardInterrupt:
+        done = cluster.run_video(cluster.VideoTask(args.source.name, job, service), args.ray, args.quiet, reachable)
+    except cluster.ClusterError as error:
+        raise CommandError(str(error)) from error
+    if done is None:
         return 130
-    finally:
-        cluster.stop()
-        for partial in videos.partials_of(job.target):
-            partial.unlink(missing_ok=True)  # a task killed mid-write (its own run removes its own)
     if done.error:
         raise CommandError(f"{args.source}: {done.error['message']}")
     return video_done(args, videos.VideoSummary(**done.result))

@@ -1,5 +1,6 @@
 """`facecrop batch --ray` and `facecrop video --ray`: the same job as a Ray Data pipeline, embedded
-(a local Ray inside this process) or on a cluster (`ray start`, KubeRay). Needs the ray extra.
+(a local Ray inside this process) or on a cluster (`ray start`, KubeRay): `run_batch`, `run_video`
+(the command line only parses and dispatches to them). Needs the ray extra.
 
 Photos go to Ray tasks PHOTOS_PER_TASK at a time: each task reads its photos, sends them to the
 service and writes what comes back, on whichever node runs it, REQUESTS_PER_TASK at once; tasks run
@@ -19,13 +20,27 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 
-from facecrop_client.batch import DetectSink, Failed, PictureSink, reason, timed_call
+from facecrop_client.batch import (
+    DetectSink,
+    Failed,
+    PictureSink,
+    Summary,
+    ledger_of,
+    progress_bar,
+    reason,
+    stop_on_sigterm,
+    sweep_partials,
+    timed_call,
+    todo_of,
+)
 from facecrop_client.client import AnyClient, FacecropError, connect
 from facecrop_client.sources import Item, Source
 
@@ -110,6 +125,91 @@ class Done:
             float(row["seconds"]),
             json.loads(result) if result else None,
         )
+
+
+@contextmanager
+def session(address: str | None, quiet: bool, reachable: Callable[[], None]) -> Iterator[float]:
+    """Ray started in this process or joined (`start`), the service first found reachable from
+    here where Ray runs embedded; SIGTERM ending the job as Ctrl-C again (Ray's start puts in its
+    own handler: a crash trace, status 15); left (`stop`) on exit. Yields when the job started."""
+    reachable()
+    start(address, quiet)
+    stop_on_sigterm()
+    try:
+        yield time.monotonic()
+    finally:
+        stop()
+
+
+def run_batch(
+    source: Source,
+    sink: DetectSink | PictureSink,
+    params: dict,
+    service: Service,
+    in_flight: int,
+    failures: Path,
+    videos: Callable[[], list[VideoTask]] | None,
+    address: str | None,
+    quiet: bool,
+    reachable: Callable[[], None],
+    tell: Callable[[str], None],
+) -> Summary:
+    """`batch --ray`: the photos of `source` not yet in the sink's output as Ray tasks, then (anonymizing
+    a folder) the `videos`; the manifest, the failures and detect's lines written here as they come
+    back, the run stopped at the service's failure (the ledger's judgement) and by Ctrl-C or
+    SIGTERM; each video's line and the summary's told as they come."""
+    images, todo = todo_of(source, sink)
+    summary = Summary(total=len(images), skipped=len(images) - len(todo))
+    job = PhotoJob(source, sink, params, service, in_flight)
+    with session(address, quiet, reachable) as started_at:  # the cluster refused: nothing opened yet
+        try:
+            with ledger_of(sink, images, todo, summary, failures, progress_bar(len(todo), quiet=True)) as ledger:
+                for done in run_photos(job, todo):
+                    if done.result is not None:  # detect: its answer, for the one JSON Lines file
+                        sink.write(done.source, done.result)
+                    ledger.settle(done.source, done.output, done.faces, done.error, done.seconds)
+                    if summary.stopped:  # the service's failure, not a photo's
+                        break
+                if videos is not None and not summary.stopped:
+                    tell(summary.line())
+                    tasks = videos()
+                    for task in tasks:
+                        task.job.target.parent.mkdir(parents=True, exist_ok=True)
+                    for done in run_videos(tasks):
+                        ledger.record(done.source, done.output, done.faces, done.error, done.seconds, image=False)
+                        tell(f"{done.source}: {video_line(done)}")
+        except KeyboardInterrupt:
+            summary.interrupted = True
+        finally:
+            sink.close()
+            sweep_partials(sink.output)
+            summary.seconds = time.monotonic() - started_at
+    if videos is None or summary.ended_early:
+        tell(summary.line())
+    return summary
+
+
+def video_line(done: Done) -> str:
+    """A video's line: its summary's, or its failure's."""
+    from facecrop_client.video import VideoSummary
+
+    return VideoSummary(**done.result).line() if done.result else (done.error or {}).get("message", "")
+
+
+def run_video(task: VideoTask, address: str | None, quiet: bool, reachable: Callable[[], None]) -> Done | None:
+    """`video --ray`: the video as one Ray task, on the node Ray places it; None where Ctrl-C or
+    SIGTERM stopped it (a partial file a killed task left removed)."""
+    from facecrop_client.video import partials_of
+
+    try:
+        with session(address, quiet, reachable):
+            [done] = list(run_videos([task]))
+        return done
+    except KeyboardInterrupt:
+        return None
+    finally:
+        for partial_file in partials_of(task.job.target):
+            partial_file.unlink(missing_ok=True)  # a task killed mid-write (its own run removes its own)
 
 
 def start(address: str | None, quiet: bool) -> None:

@@ -132,10 +132,10 @@ def answer_headers(work: Work, frame: Frame | None = None) -> dict[str, str]:
     if work.request.window is not None and work.plan is not None:
         r = work.plan.region
         headers["X-Crop-Rect"] = f"{r.x},{r.y},{r.width},{r.height}"
-    if work.passes is not None:
+    if work.detected is not None:
         headers |= {
-            "X-Passes": work.passes,
-            "X-Detectors": ", ".join(work.models),
+            "X-Passes": work.detected.passes,
+            "X-Detectors": ", ".join(work.detected.models),
             "X-Face-Count": str(len(work.listed)),
         }
     if work.animation is not None:

@@ -45,18 +45,18 @@ class Frame:
 
 def frames_of(work: Work) -> list[Frame]:
     """The frames the answer is made of: an animation's every frame, or the still (decoded so far)."""
+    hidden = work.hidden
     if work.animation is None:
-        hidden, image = work.hidden, work.image
+        image = work.image
         assert work.plan is not None
         if image is not None and not serves(image, work.plan.source_scale, work.underlay):
             image = None  # decoded again by `decode`, once `rendered` has let the detection's decode go
-        return [Frame(image, NO_BOXES if hidden is None else hidden.boxes)]
+        return [Frame(image, NO_BOXES if hidden is None else hidden[0].boxes)]
     header, width_height = work.header, work.upright_size
-    per_frame = work.hidden_per_frame
     return [
         Frame(
             DecodedImage(stored=pixels, format=header.format, size=width_height, icc=header.icc, colour=header.colour),
-            NO_BOXES if per_frame is None else per_frame[index].boxes,
+            NO_BOXES if hidden is None else hidden[index].boxes,
         )
         for index, pixels in enumerate(work.animation.hand_over())
     ]

@@ -13,7 +13,7 @@ import numpy as np
 
 from facecrop_hiding import CONFIDENT
 from gateway.config import Settings
-from gateway.detection import Found, decode_scale, find
+from gateway.detection import Detections, Found, decode_scale, find
 from gateway.errors import OutputTooLarge
 from gateway.framing.crop import CropPlan, Rect, plan_crop
 from gateway.framing.saliency import salient_focus
@@ -91,10 +91,8 @@ def detect(work: Work) -> None:
     again only where detail=auto tiles)."""
     if not work.request.find_faces:
         return
-    found = search(work)
-    work.found, work.models, work.passes = found.faces, found.models, found.passes
-    work.found_per_frame = found.per_frame if work.request.hiding and work.animation is not None else None
-    work.note(tiles=found.tiles, faces=len(work.found))
+    work.detected = search(work)
+    work.note(tiles=work.detected.tiles, faces=len(work.detected.faces))
 
 
 def search(work: Work) -> Found:
@@ -142,11 +140,10 @@ def trim(work: Work) -> None:
         work.rect = trim_rect(geometry.trim, work.upright_size, geometry.dpr)
     work.size = turned_size(work.rect, geometry.rotate)
     turn = (lambda found: found.turned(work.rect, geometry)) if geometry.changes else (lambda found: found)
-    work.faces = turn(work.found)
-    if work.request.hiding is not None:
-        work.hidden = work.faces.to_hide()
-        if work.found_per_frame is not None:
-            work.hidden_per_frame = [turn(found).to_hide() for found in work.found_per_frame]
+    detected = work.detected
+    work.faces = turn(detected.faces) if detected is not None else Detections.empty()
+    if work.request.hiding is not None and detected is not None:  # each frame hides its own faces
+        work.hidden = [turn(found).to_hide() for found in detected.per_frame]
 
 
 def frame(work: Work) -> None:

@@ -10,7 +10,7 @@ from functools import cached_property
 import numpy as np
 
 from gateway.config import Settings
-from gateway.detection import Detections, Detectors
+from gateway.detection import Detections, Detectors, Found
 from gateway.framing.crop import CropPlan
 from gateway.imaging.animation import Animation
 from gateway.imaging.decode import DecodedImage, ImageHeader
@@ -52,15 +52,13 @@ class Work:
     note: Callable[..., None] = unlogged  # tells the request's log line facts (image size, faces)
     image: DecodedImage | None = None  # a still's pixels decoded so far (for the detection: reduced)
     animation: Animation | None = None  # its every frame, upright
-    found: Detections = field(default_factory=Detections.empty)  # faces, in the upright source's pixels
-    found_per_frame: list[Detections] | None = None  # an animation's faces in each frame (each hides its own)
-    passes: str | None = None  # the detection's passes and models (None: no faces looked for)
-    models: tuple[str, ...] = ()
+    detected: Found | None = None  # the detection's answer, in the upright source's pixels (None: not looked)
     rect: tuple[int, int, int, int] = (0, 0, 0, 0)  # what the trim keeps, in the upright source's pixels
     size: tuple[int, int] = (0, 0)  # (W, H) of the turned picture: trimmed, flipped and rotated
-    faces: Detections = field(default_factory=Detections.empty)  # `found` in the turned picture's pixels
-    hidden: Detections | None = None  # the faces the answer hides (Detections.to_hide); None: it hides none
-    hidden_per_frame: list[Detections] | None = None  # an animation's, each frame's own
+    faces: Detections = field(default_factory=Detections.empty)  # the faces, in the turned picture's pixels
+    # the faces each frame of the answer hides (Detections.to_hide; a still's one), in the turned
+    # picture's pixels; None: it hides none
+    hidden: list[Detections] | None = None
     focus: Focus | None = None
     plan: CropPlan | None = None
 
@@ -95,9 +93,9 @@ class Work:
 
     @property
     def listed(self) -> Detections:
-        """The faces the answer is about (format=json lists, X-Face-Count counts): those hidden, else all."""
-        hidden = self.hidden
-        return self.faces if hidden is None else hidden
+        """The faces the answer is about (format=json lists, X-Face-Count counts): those hidden (each
+        face once, across an animation's frames), else all."""
+        return self.faces if self.hidden is None else self.faces.to_hide()
 
 
 def animation_format(header: ImageHeader, output: Output) -> str | None:
