@@ -18,9 +18,9 @@ REGISTERED = """
 import io, json, sys
 from PIL import Image
 from gateway.imaging import encode
-encode.FORMATS.append(
-    encode.OutputFormat("bmp", "image/bmp", lambda pixels, quality, progressive, exif: encode.opencv(".bmp", pixels, []))
-)
+def bmp(pixels, quality, progressive, exif):
+    return encode.opencv(".bmp", pixels, [])
+encode.FORMATS.append(encode.OutputFormat("bmp", "image/bmp", bmp))
 from gateway.config import Settings
 from gateway.web.app import create_app
 from gateway.web.openapi import openapi_document
@@ -35,7 +35,8 @@ upload = client.post("/v1/crop?format=bmp&width=32&height=24", data=picture.getv
 url = client.get("/cdn-cgi/image/width=32,format=bmp/red.jpg")
 document = openapi_document()
 crop = next(p for p in document["paths"]["/v1/crop"]["post"]["parameters"] if p["name"] == "format")
-by_url = next(p for p in document["paths"]["/cdn-cgi/image/{options}/{source}"]["get"]["parameters"] if p["name"] == "options")
+url_form = document["paths"]["/cdn-cgi/image/{options}/{source}"]["get"]
+by_url = next(p for p in url_form["parameters"] if p["name"] == "options")
 answers = document["paths"]["/v1/crop"]["post"]["responses"]["200"]["content"]
 json.dump({
     "upload": [upload.status_code, upload.content_type, upload.data.hex()],
