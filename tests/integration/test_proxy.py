@@ -12,8 +12,10 @@ assertion fails): a change to anything else in it is tested as written.
 from __future__ import annotations
 
 import io
+import json
 import os
 import pwd
+import re
 import socket
 import subprocess
 import time
@@ -208,36 +210,75 @@ def test_the_proxys_class_of_hints_is_the_gateways_own_rule(hints, slow):
     assert slow_connection(hints) == slow
 
 
-def proxy_error(answer: requests.Response, status: int, code: str) -> dict:
-    """The proxy's own error: JSON with its code, as the gateway's are, and the request's id."""
+def proxy_error(answer: requests.Response, status: int, code: str, request_id: str | None) -> dict:
+    """The proxy's own error: JSON with its code, as the gateway's are, and the request's id: the
+    caller's (`request_id`), else one of nginx's own (32 hexadecimal digits)."""
     assert answer.status_code == status, answer.text
     assert answer.headers["Content-Type"] == "application/json", answer.text
     assert answer.json()["error"]["code"] == code, answer.text
-    assert answer.headers["X-Request-ID"] == "proxy-test", answer.headers
+    if request_id is None:
+        assert re.fullmatch(r"[0-9a-f]{32}", answer.headers["X-Request-ID"]), answer.headers
+    else:
+        assert answer.headers["X-Request-ID"] == request_id, answer.headers
     return answer.json()["error"]
 
 
-def test_the_proxys_own_errors_are_json_with_a_code_as_the_gateways_are(proxy, tmp_path):
+@pytest.mark.parametrize("request_id", ["proxy-test", None])
+def test_the_proxys_own_errors_are_json_with_a_code_as_the_gateways_are(proxy, tmp_path, request_id):
     """nginx answered a body over its limit, a gateway that does not answer and one too slow with
     its own HTML pages (and 502, which clients do not retry): now JSON, the id, and 503 with
     Retry-After while no gateway answers. Its limit is the gateway's (one byte over it was sent on,
     refused unread by the gateway, and sometimes answered 502 by nginx: a race). The
-    gateway's own errors pass as they are."""
-    headers = {"Content-Type": "image/jpeg", "X-Request-ID": "proxy-test"}
+    gateway's own errors pass as they are. A client that sends no X-Request-ID (most do not) gets
+    nginx's own id."""
+    named = {"X-Request-ID": request_id} if request_id else {}
+    headers = {"Content-Type": "image/jpeg", **named}
     limit = Settings().max_upload_bytes  # the proxy's too: the gateway never gets a body it would refuse
     over = requests.post(f"{proxy.url}/v1/detect", data=b"\xff" * (limit + 1), headers=headers, timeout=60)
-    proxy_error(over, 413, "payload_too_large")
+    proxy_error(over, 413, "payload_too_large", request_id)
     own = requests.post(f"{proxy.url}/v1/detect", data=b"\xff" * limit, headers=headers, timeout=60)
     assert (own.status_code, own.json()["error"]["code"]) == (415, "unsupported_image")  # the gateway's answer
-    assert own.headers["X-Request-ID"] == "proxy-test"
+    assert own.headers["X-Request-ID"] == (request_id or own.headers["X-Request-ID"]) and own.headers["X-Request-ID"]
     with running_proxy(f"http://127.0.0.1:{free_port()}", tmp_path) as url:  # nobody listens there
         for path in ("/v1/detect", "/cdn-cgi/image/width=100/astronaut.jpg"):
-            down = requests.get(url + path, headers={"X-Request-ID": "proxy-test"}, timeout=30)
-            proxy_error(down, 503, "gateway_unavailable")
+            down = requests.get(url + path, headers=named, timeout=30)
+            proxy_error(down, 503, "gateway_unavailable", request_id)
             assert down.headers["Retry-After"] == "1"
     silent = {"proxy_read_timeout 60s;": "proxy_read_timeout 1s;"}
     (tmp_path / "slow").mkdir()
     with hostile_origin(b"") as (base, _), running_proxy(base.rstrip("/"), tmp_path / "slow", silent) as url:
-        proxy_error(
-            requests.get(url + "/hold", headers={"X-Request-ID": "proxy-test"}, timeout=30), 504, "gateway_timeout"
-        )
+        proxy_error(requests.get(url + "/hold", headers=named, timeout=30), 504, "gateway_timeout", request_id)
+
+
+def raw_request(url: str, head: bytes) -> tuple[int, dict[str, str], bytes]:
+    """`head` sent as it is (no client library would send it): the status, headers and body back."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as connection:
+        connection.sendall(head)
+        received = b""
+        while chunk := connection.recv(65536):
+            received += chunk
+    header, _, body = received.partition(b"\r\n\r\n")
+    lines = header.decode("latin-1").split("\r\n")
+    fields = dict(line.split(": ", 1) for line in lines[1:] if ": " in line)
+    return int(lines[0].split()[1]), fields, body
+
+
+@pytest.mark.parametrize(
+    ("head", "status", "code"),
+    [
+        (b"GET /cdn-cgi/image/width=" + b"9" * 9000 + b"/a.jpg HTTP/1.1\r\nHost: x\r\n\r\n", 414, "uri_too_long"),
+        (b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 9000 + b"\r\n\r\n", 400, "request_header_too_large"),
+        (b"GET /\x01 HTTP/1.1\r\nHost: x\r\n\r\n", 400, "bad_request"),
+        (b"POST /v1/detect HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501, "not_implemented"),
+    ],
+)
+def test_what_nginx_refuses_before_any_gateway_is_json_with_a_code_too(proxy, head, status, code):
+    """Requests nginx itself refuses as it reads them (a URL longer than its buffers, as a long
+    options segment makes, an oversized header, a malformed request line, an encoding it does not
+    take): JSON with a stable code and an id, as every other error, not nginx's HTML page."""
+    got, fields, body = raw_request(proxy.url, head)
+    assert got == status, body
+    assert fields.get("Content-Type") == "application/json", (fields, body)
+    assert json.loads(body)["error"]["code"] == code
+    assert re.fullmatch(r"[0-9a-f]{32}", fields.get("X-Request-ID", "")), fields

@@ -11,6 +11,9 @@ from collections.abc import Callable
 from contextlib import ExitStack
 
 import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from gateway.errors import ProcessingTimeout
 from gateway.memory import IdlePurge, Jemalloc, PixelBudget
@@ -201,3 +204,127 @@ def test_jemalloc_keeps_freed_pages_until_purged():
     )
     kept, after = map(int, probe.stdout.split())
     assert kept >= 60 * MIB and after == 0
+
+
+class Expiring(Deadline):
+    """A deadline that passes when the test says so (a waiting request re-checks it every 10 ms)."""
+
+    def __init__(self) -> None:
+        super().__init__(float("inf"))
+        object.__setattr__(self, "passed", threading.Event())
+
+    def remaining(self) -> float:
+        return 0.01
+
+    def check(self, before: str) -> None:
+        if self.passed.is_set():
+            raise ProcessingTimeout(f"the test's deadline passed before {before}")
+
+
+class Request:
+    """A request of the budget: a thread that holds `pixels` until told to end (well, or by an error
+    of its own), or gives up waiting when its deadline passes."""
+
+    def __init__(self, budget: PixelBudget, pixels: int, number: int, entries: list[int]):
+        self.pixels, self.number, self.deadline = pixels, number, Expiring()
+        self.inside, self.end, self.fails = threading.Event(), threading.Event(), False
+        self.outcome: str | None = None
+
+        def run() -> None:
+            try:
+                with budget.held(pixels, self.deadline):
+                    entries.append(number)
+                    self.inside.set()
+                    self.end.wait()
+                    if self.fails:
+                        raise RuntimeError("the request's own failure")
+                self.outcome = "done"
+            except ProcessingTimeout:
+                self.outcome = "timed out"
+            except RuntimeError:
+                self.outcome = "failed"
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+
+class BudgetMachine(RuleBasedStateMachine):
+    """Hundreds of mixed requests against one budget, some larger than the whole, some failing while
+    they hold their pixels, some giving up while they wait: every release gives back exactly what was
+    taken (what is held is always the sum of the requests inside, each at most the whole budget),
+    nothing is held but by one request alone over the capacity, requests go in in arrival order, and
+    once all have ended nothing is held and nobody waits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.capacity = 100
+        self.budget = PixelBudget(self.capacity)
+        self.requests: list[Request] = []
+        self.entries: list[int] = []
+
+    def alive(self) -> list[Request]:
+        return [r for r in self.requests if r.outcome is None and r.thread.is_alive()]
+
+    def settled(self) -> None:
+        """Until every live request holds its pixels or waits in line (no thread between the two), and
+        the first in line cannot go in (it would have: the requests ahead of it have left)."""
+
+        def quiet() -> bool:
+            waiting = sorted((r for r in self.alive() if not r.inside.is_set()), key=lambda r: r.number)
+            if self.budget.waiting() != len(waiting):
+                return False
+            held = self.budget.held_pixels
+            return not waiting or (held > 0 and held + min(waiting[0].pixels, self.capacity) > self.capacity)
+
+        wait_for(quiet)
+
+    @rule(pixels=st.integers(1, 250))
+    def arrive(self, pixels: int) -> None:
+        self.requests.append(Request(self.budget, pixels, len(self.requests), self.entries))
+        self.settled()
+
+    @rule(data=st.data(), fails=st.booleans())
+    def end_one_inside(self, data, fails: bool) -> None:
+        inside = [r for r in self.alive() if r.inside.is_set()]
+        if not inside:
+            return
+        request = data.draw(st.sampled_from(inside))
+        request.fails = fails
+        request.end.set()
+        request.thread.join(30)
+        assert request.outcome == ("failed" if fails else "done")
+        self.settled()
+
+    @rule(data=st.data())
+    def give_up_waiting(self, data) -> None:
+        waiting = [r for r in self.alive() if not r.inside.is_set()]
+        if not waiting:
+            return
+        request = data.draw(st.sampled_from(waiting))
+        request.deadline.passed.set()
+        request.thread.join(30)
+        assert request.outcome == "timed out" and not request.inside.is_set()
+        self.settled()
+
+    @invariant()
+    def what_is_held_is_the_requests_inside(self) -> None:
+        inside = [r for r in self.alive() if r.inside.is_set()]
+        assert self.budget.held_pixels == sum(min(r.pixels, self.capacity) for r in inside)
+        assert self.budget.held_pixels <= self.capacity or len(inside) == 1
+
+    @invariant()
+    def requests_go_in_in_arrival_order(self) -> None:
+        assert self.entries == sorted(self.entries)
+        waiting = [r.number for r in self.alive() if not r.inside.is_set()]
+        assert all(number < min(waiting) for number in self.entries) if waiting else True
+
+    def teardown(self) -> None:
+        for request in self.requests:
+            request.end.set()
+        for request in self.requests:
+            request.thread.join(30)
+        assert self.budget.held_pixels == 0 and self.budget.waiting() == 0
+
+
+BudgetMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)
+test_the_pixel_budget_gives_back_exactly_what_it_took = BudgetMachine.TestCase

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from PIL import Image
 
 from evaluation.images import encoded
@@ -213,3 +215,29 @@ def test_min_confidence_is_a_percentage_kept_from_its_value_up(finder):
 
 def detectors_of(finder):
     return finder[0]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    frames=st.integers(1, 5),
+    small_in=st.sets(st.integers(0, 4), max_size=2),
+    tiny_in=st.sets(st.integers(0, 4), max_size=3),
+)
+def test_auto_tiles_every_frame_exactly_when_any_frame_shows_a_small_face(finder, frames, small_in, tiny_in):
+    """Generated animations: a small face (19 px at the standard pass) in chosen frames, tiny ones
+    (under 10 px: the tiled pass's alone) in others. At detail=auto the tiled pass runs on every frame,
+    earlier and later ones alike, where any frame shows a small face, and on none where none does;
+    every face of every frame is then found where it is."""
+    detectors, _ = finder
+    small_in, tiny_in = {i for i in small_in if i < frames}, {i for i in tiny_in if i < frames}
+    marks = [
+        LARGE
+        + ([(700 + 10 * i, 300, 30)] if i in small_in else [])
+        + ([(x + 8 * i, y, s) for x, y, s in SMALL] if i in tiny_in else [])
+        for i in range(frames)
+    ]
+    result = search(frames_of(*marks), detectors, DetectOptions(min_confidence=50, detail="auto"))
+    assert result.tiles == (6 * frames if small_in else 0)  # each frame's 3x2 tiles, or none
+    for index, (detections, frame_marks) in enumerate(zip(result.per_frame, marks, strict=True)):
+        seen = frame_marks if small_in else [m for m in frame_marks if m[2] >= 20]
+        np.testing.assert_allclose(found(detections), boxes_of(seen), atol=3, err_msg=f"frame {index}")

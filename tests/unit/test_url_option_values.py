@@ -34,6 +34,14 @@ def refused(segment: str) -> str:
         ("hsl(120,100%25,25%25)", (0, 128, 0)),
         ("hsl(240deg 100%25 50%25 / 0.5)", (255, 0, 0)),
         ("rgb(100%25,0%25,0%25)", (0, 0, 255)),
+        ("rgb(10.5,0,0)", (0, 0, 11)),  # CSS numbers have fractions, a half rounded up (as browsers)
+        ("rgb(10.6 20.4 0.5e1)", (5, 20, 11)),
+        ("rgba(255,0,0,.5)", (0, 0, 255)),
+        ("hsl(0.5turn 100%25 50%25)", (255, 255, 0)),  # cyan: a hue in turns
+        ("hsl(3.14159265rad 100%25 50%25)", (255, 255, 0)),  # and in radians
+        ("hsl(200grad,100%25,50%25)", (255, 255, 0)),  # and in gradians
+        ("hsl(-120 100%25 50%25)", (255, 0, 0)),  # a negative angle turns the other way: blue
+        ("hsl(480 100%25 50%25)", (0, 255, 0)),  # past a whole turn: green
         ("transparent", (255, 255, 255)),
     ],
 )
@@ -42,7 +50,21 @@ def test_css_colours_become_bgr(colour, bgr):
 
 
 @pytest.mark.parametrize(
-    "colour", ["rgb(256,0,0)", "rgb(0,0,256)", "%23abcde", "%23ggg", "rgb(1,2)", "hsl(0,200%25,50%25)", "oranges"]
+    "colour",
+    [
+        "rgb(256,0,0)",
+        "rgb(0,0,256)",
+        "rgb(101%25,0,0)",
+        "rgb(-1,0,0)",
+        "rgb(10deg,0,0)",
+        "%23abcde",
+        "%23ggg",
+        "rgb(1,2)",
+        "hsl(0,200%25,50%25)",
+        "hsl(0,50,50)",
+        "hsl(10%25,50%25,50%25)",
+        "oranges",
+    ],
 )
 def test_colours_out_of_range_or_misspelt_are_refused(colour):
     assert refused(f"background={colour}") == "background"

@@ -7,8 +7,10 @@ reason), is a 400 naming it, never ignored. Defaults are Cloudflare's where it h
 
 from __future__ import annotations
 
+import colorsys
 import functools
 import json
+import math
 import re
 from dataclasses import dataclass, replace
 from urllib.parse import unquote
@@ -61,8 +63,15 @@ BORDER_KEYS = ("trim.border.color", "trim.border.tolerance", "trim.border.keep")
 FORMATS = ("auto", *url_formats(), "json")
 QUALITY_WORDS = {"high": 90, "medium-high": 80, "medium-low": 70, "low": 60}
 TRANSPARENT = "transparent"  # a background is opaque: the name means white, as Cloudflare flattens onto
-RGB_COLOR = re.compile(r"rgba?\(\s*(\d{1,3})[\s,]+(\d{1,3})[\s,]+(\d{1,3})(?:[\s,/]+[0-9.]+%?)?\s*\)")
-HSL_COLOR = re.compile(r"hsla?\(\s*([0-9.]+)(?:deg)?[\s,]+([0-9.]+)%[\s,]+([0-9.]+)%(?:[\s,/]+[0-9.]+%?)?\s*\)")
+# CSS's colour functions, as CSS Color 4 writes them: rgb()/rgba() of three numbers or percentages,
+# hsl()/hsla() of a hue (an angle: deg, rad, grad, turn, or a plain number of degrees) and two
+# percentages; commas or spaces between, an alpha after a comma or a slash (ignored)
+CSS_NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?"
+COLOUR_FUNCTION = re.compile(
+    rf"(rgba?|hsla?)\(\s*({CSS_NUMBER})(%|deg|rad|grad|turn)?(?:\s*,\s*|\s+)({CSS_NUMBER})(%?)"
+    rf"(?:\s*,\s*|\s+)({CSS_NUMBER})(%?)(?:\s*[,/]\s*{CSS_NUMBER}%?)?\s*\)"
+)
+TURNS = {"": 1 / 360, "deg": 1 / 360, "rad": 1 / (2 * math.pi), "grad": 1 / 400, "turn": 1.0}
 MAX_OPTIONS_LENGTH = 512  # every option at its longest fits; the parse cache stays small
 OPTION_SEPARATOR = re.compile(r",(?![^()]*\))")  # commas, but not inside rgb(...)
 _DETECT = {p.name: p for p in DETECT}
@@ -209,19 +218,37 @@ def _color(parameter: Parameter, raw: str) -> tuple[int, int, int]:
     text = raw.strip().lower()
     if text == TRANSPARENT:
         return WHITE
-    match = RGB_COLOR.fullmatch(text)  # CSS4's rgb(255 0 0), which Pillow does not read
-    if match and all(int(c) <= 255 for c in match.groups()):
-        red, green, blue = (int(c) for c in match.groups())
-        return blue, green, red
-    hsl = HSL_COLOR.fullmatch(text)
+    function = COLOUR_FUNCTION.fullmatch(text)
     try:
-        red, green, blue = ImageColor.getrgb("hsl({},{}%,{}%)".format(*hsl.groups()) if hsl else text)[:3]
+        red, green, blue = colour_function(*function.groups()) if function else ImageColor.getrgb(text)[:3]
     except ValueError:
         red = green = blue = -1
     if not all(0 <= channel <= 255 for channel in (red, green, blue)):  # Pillow takes rgb(256,0,0) as it is
         said = f"must be a CSS colour (#RGB, #RRGGBB, rgb(), hsl() or a name), got {raw[:40]!r}"
         raise InvalidParameter(parameter.name, said)
     return blue, green, red
+
+
+def colour_function(name: str, first: str, unit: str | None, *rest: str) -> tuple[int, int, int]:
+    """RGB of rgb(r g b) (numbers 0-255 or percentages, fractions rounded) or hsl(h s% l%); ValueError
+    for a component out of its range (CSS would clamp it; a URL that says rgb(256,0,0) is a typo)."""
+    second, second_unit, third, third_unit = rest
+    if name.startswith("rgb"):
+        if unit not in (None, "%"):
+            raise ValueError("an rgb() component is a number or a percentage")
+        channels = [
+            float(v) * (2.55 if u == "%" else 1) for v, u in ((first, unit), (second, second_unit), (third, third_unit))
+        ]
+        if not all(0 <= channel <= 255 for channel in channels):
+            raise ValueError("an rgb() component is out of range")
+        red, green, blue = (math.floor(channel + 0.5) for channel in channels)  # halves up, as browsers round
+        return red, green, blue
+    saturation, lightness = float(second) / 100, float(third) / 100
+    if unit == "%" or not (second_unit and third_unit) or not (0 <= saturation <= 1 and 0 <= lightness <= 1):
+        raise ValueError("hsl() is an angle and two percentages")
+    hue = (float(first) * TURNS[unit or ""]) % 1
+    red, green, blue = (math.floor(channel * 255 + 0.5) for channel in colorsys.hls_to_rgb(hue, lightness, saturation))
+    return red, green, blue
 
 
 def _trim(parameter: Parameter, raw: str) -> tuple[float, ...] | str:
