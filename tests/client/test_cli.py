@@ -162,3 +162,33 @@ def test_a_picture_is_not_written_to_a_terminal():
     assert result.stderr.decode() == (
         "facecrop: --out -: standard output is a terminal: redirect it to a file (> out.jpg) or a pipe\n"
     )
+
+
+# Each option `facecrop video` (and batch's videos) takes, the value given, and where the job holds it:
+# given on the command line, it wins over the defaults and over --fast alike.
+VIDEO_OPTIONS = [
+    (["--min-confidence", "33"], lambda job: job.params.get("min_confidence"), 33.0),
+    (["--min-face-size", "7"], lambda job: job.params.get("min_face_size"), 7.0),
+    (["--detail", "high"], lambda job: job.params.get("detail"), "high"),
+    (["--method", "pixelate"], lambda job: job.hiding.method, "pixelate"),
+    (["--strength", "0.5"], lambda job: job.hiding.strength, 0.5),
+    (["--margin", "2.5"], lambda job: job.hiding.margin, 2.5),
+    (["--shape", "rect"], lambda job: job.hiding.shape, "rect"),
+    (["--hold", "0"], lambda job: job.hold, 0),
+    (["--crf", "31"], lambda job: job.crf, 31),
+    (["--in-flight", "3"], lambda job: job.in_flight, 3),
+]
+
+
+@pytest.mark.parametrize("fast", [[], ["--fast"]])
+@pytest.mark.parametrize(("given", "held", "value"), VIDEO_OPTIONS)
+def test_a_video_option_given_wins_over_the_defaults_and_over_fast(fast, given, held, value):
+    pytest.importorskip("av")
+    from facecrop_client.cli import video_job
+
+    args = parser().parse_args(["video", "in.mp4", "out.mp4", *fast, *given])
+    job = video_job(args, args.source, args.target, args.mode)
+    assert held(job) == value
+    others = video_job(parser().parse_args(["video", "in.mp4", "out.mp4", *fast]), args.source, args.target)
+    assert held(others) != value, "the value given is not already the default: the test would see nothing"
+    assert job.params_for(0).get("detail") == ("high" if given == ["--detail", "high"] else "auto" if not fast else None)

@@ -339,3 +339,34 @@ def test_sigterm_stops_a_video_on_ray_as_ctrl_c_and_leaves_no_partial_file(stack
     assert running.returncode == 130, stderr
     assert "SIGTERM" not in stderr and "Traceback" not in stderr
     assert not list(tmp_path.iterdir())
+
+
+def test_anonymize_from_a_list_on_ray_ends_as_on_one_machine(stack, tree, tmp_path):
+    """`batch --ray --mode anonymize` from a list of photos (not a folder: no videos to do after the
+    photos): every picture written and listed once, one summary line at the end and the same
+    counts, exit 0, as the local engine's run of the same list."""
+    photos = sorted(tree.rglob("*.jpg"))[:4]
+    (tmp_path / "photos.txt").write_text("\n".join(str(p) for p in photos) + "\n")
+    runs = {
+        engine: facecrop(
+            stack.gateway,
+            "batch",
+            str(tmp_path / "photos.txt"),
+            str(tmp_path / engine),
+            "--mode",
+            "anonymize",
+            "--json",
+            ray_address="" if engine == "ray" else None,
+        )
+        for engine in ("ray", "local")
+    }
+    for engine, done in runs.items():
+        assert done.returncode == 0, (engine, done.stderr)
+        assert [line for line in done.stderr.splitlines() if line.startswith("done: ")] == [
+            line for line in done.stderr.splitlines() if line
+        ][-1:], (engine, done.stderr)  # the summary once, last
+        summary = json.loads(done.stdout)
+        assert (summary["succeeded"], summary["failed"], summary["interrupted"]) == (4, 0, False), engine
+        written = sorted(p.relative_to(tmp_path / engine) for p in (tmp_path / engine).rglob("*.jpg"))
+        assert len(written) == 4 and len(manifest(tmp_path / engine)) == 4, engine
+    assert sorted(files(tmp_path / "ray")) == sorted(files(tmp_path / "local"))
