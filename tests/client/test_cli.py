@@ -191,4 +191,6 @@ def test_a_video_option_given_wins_over_the_defaults_and_over_fast(fast, given, 
     assert held(job) == value
     others = video_job(parser().parse_args(["video", "in.mp4", "out.mp4", *fast]), args.source, args.target)
     assert held(others) != value, "the value given is not already the default: the test would see nothing"
-    assert job.params_for(0).get("detail") == ("high" if given == ["--detail", "high"] else "auto" if not fast else None)
+    assert job.params_for(0).get("detail") == (
+        "high" if given == ["--detail", "high"] else "auto" if not fast else None
+    )
