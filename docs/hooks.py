@@ -2,7 +2,8 @@
 
 A page asks for one with a line `<!-- table: NAME -->`: `configuration` (gateway.config.Settings,
 its other variables and gunicorn's), `detect`, `crop`, `anonymize` (gateway.params' tables) and
-`url-options` (gateway.web.url.options' table, aliases and the options not offered), `errors`
+`url-options` (gateway.web.url.options' table, aliases and the options not offered), `vocabulary`
+(what both grammars name, by what it sets, with each door's default), `errors`
 (gateway/errors.py's catalogue, its limits from their definitions).
 """
 
@@ -67,6 +68,25 @@ def url_options_table() -> str:
     return "\n".join(rows)
 
 
+def vocabulary_table() -> str:
+    """Each meaning that both grammars offer (Parameter.into), its names and each door's default."""
+    doors = {"detect": params.DETECT, "crop": params.CROP + params.DETECT, "anonymize": params.ANONYMIZE}
+    url = {p.into: p for p in options.OPTIONS if p.into}
+    url_defaults = params.DOOR_DEFAULTS["detect"] | params.DOOR_DEFAULTS["url"]
+    rows = [
+        "| sets | `/v1` | URL form | /v1/detect | /v1/crop | /v1/anonymize | URL form's default |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    meanings = dict.fromkeys(p.into for table in doors.values() for p in table if p.into in url)
+    for meaning in meanings:
+        by_door = {door: next((p for p in table if p.into == meaning), None) for door, table in doors.items()}
+        name = next(p.name for p in by_door.values() if p is not None)
+        cells = [shown(p.default) if p is not None else "" for p in by_door.values()]
+        default = url_defaults.get(meaning, url[meaning].default)
+        rows.append(f"| `{meaning}` | `{name}` | `{url[meaning].name}` | {' | '.join(cells)} | {shown(default)} |")
+    return "\n".join(rows)
+
+
 def configuration_table() -> str:
     rows = ["| variable | default | meaning |", "|---|---|---|"]
     for item in fields(Settings):
@@ -94,6 +114,7 @@ TABLES = {
     "crop": lambda: parameter_table(params.CROP),
     "anonymize": lambda: parameter_table(params.ANONYMIZE),
     "url-options": url_options_table,
+    "vocabulary": vocabulary_table,
     "errors": errors_table,
 }
 

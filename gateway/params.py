@@ -1,10 +1,12 @@
-"""Request parameters: one declarative table (also the source of the OpenAPI document),
-parsed and validated into typed options."""
+"""The request vocabulary: each door's parameter table (also the source of the OpenAPI document),
+each row naming what it sets in the typed request (`into`, one name per meaning in every grammar),
+each door's defaults a preset of that vocabulary, parsed and validated into typed options."""
 
 from __future__ import annotations
 
 import math
 import re
+from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -48,17 +50,47 @@ GRAVITIES = {
 }
 
 
+BY_DOOR = "by door"  # a row's default that is its door's (DOOR_DEFAULTS)
+
+
 @dataclass(frozen=True)
 class Parameter:
-    """One query/form parameter: its type, default, bounds or choices, and what it means."""
+    """One query/form parameter: its type, default, bounds or choices, what it means, and what it
+    sets in the typed request."""
 
     name: str
-    kind: str  # number | integer | boolean | choice | gravity
+    kind: str  # number | integer | boolean | choice | gravity (the URL form adds its own)
     default: object
     description: str
     low: float | None = None
     high: float | None = None
     choices: tuple[str, ...] = field(default_factory=tuple)
+    # the field of the typed request (gateway/request.py's ImageRequest) it sets, `part.field`: one
+    # name per meaning in every grammar (/v1's min_confidence and the URL's min-confidence are both
+    # detect.min_confidence); "" where it sets none alone (the URL form's dpr, trim, format, ...)
+    into: str = ""
+
+
+# Where the doors' defaults differ, each door's, by what the option sets (Parameter.into): one
+# vocabulary, a preset of it per door. A row whose default is BY_DOOR takes its door's here; the URL
+# form's anonymize= takes /v1/anonymize's, and anonymize's preset=fast goes over either (PRESETS).
+DOOR_DEFAULTS: dict[str, dict[str, Any]] = {
+    "detect": {"detect.min_confidence": 50.0, "detect.detail": "standard"},
+    "crop": {"window.gravity": "face", "window.zoom": 0.5, "window.fit": "cover"},
+    "anonymize": {"detect.min_confidence": 8.0, "detect.detail": "auto"},
+    "url": {"window.gravity": "center", "window.zoom": 0.0, "window.fit": "scale-down", "detect.detail": "fast"},
+}
+# Anonymize's presets over its door's defaults: privacy (them) or fast (`facecrop video --fast`'s
+# setting, docs/defaults.md, "Anonymize"); each parameter given still applies over them.
+PRESETS: dict[str, dict[str, Any]] = {
+    "privacy": {},
+    "fast": {"detect.min_confidence": 12.0, "detect.detail": "standard", "hiding.margin": 1.3},
+}
+
+
+def at_door(door: str, table: tuple[Parameter, ...]) -> tuple[Parameter, ...]:
+    """`table` with each BY_DOOR default its door's."""
+    return tuple(replace(p, default=DOOR_DEFAULTS[door][p.into]) if p.default == BY_DOOR else p for p in table)
 
 
 # Candidates under this confidence (percent) are never kept, whatever min_confidence says: they are
@@ -66,78 +98,127 @@ class Parameter:
 # of suppression), 1,420 at 0.5 (25 ms); the evaluations' lowest threshold is 2.
 MIN_CANDIDATE_CONFIDENCE = 0.5
 
-DETECT = (
-    Parameter(
-        "min_confidence",
-        "number",
-        50.0,
-        f"Lowest confidence reported, in percent (under {MIN_CANDIDATE_CONFIDENCE:g}: {MIN_CANDIDATE_CONFIDENCE:g}).",
-        0,
-        100,
-    ),
-    Parameter("max_faces", "integer", 100, "Most faces reported (highest confidence first).", 1, MOST_FACES),
-    Parameter("min_face_size", "number", 0.0, "Shortest side of a reported face, in original pixels.", 0, 1_000_000),
-    Parameter("landmarks", "boolean", True, "Include the five facial landmarks."),
-    Parameter(
-        "detail",
-        "choice",
-        "standard",
-        "`high` adds a tiled pass at twice the scale for small faces in crowds (slower; skipped for small "
-        "photos); `auto` adds it only where the standard pass sees small faces; `fast` runs the standard pass "
-        "at 640 pixels with YuNet alone (enough to frame a crop, 2x cheaper). `X-Passes` and `X-Detectors` say "
-        "which passes and models ran.",
-        choices=("standard", "auto", "high", "fast"),
+DETECT = at_door(
+    "detect",
+    (
+        Parameter(
+            "min_confidence",
+            "number",
+            BY_DOOR,
+            f"Lowest confidence reported, in percent (under {MIN_CANDIDATE_CONFIDENCE:g}: "
+            f"{MIN_CANDIDATE_CONFIDENCE:g}).",
+            0,
+            100,
+            into="detect.min_confidence",
+        ),
+        Parameter(
+            "max_faces",
+            "integer",
+            100,
+            "Most faces reported (highest confidence first).",
+            1,
+            MOST_FACES,
+            into="detect.max_faces",
+        ),
+        Parameter(
+            "min_face_size",
+            "number",
+            0.0,
+            "Shortest side of a reported face, in original pixels.",
+            0,
+            1_000_000,
+            into="detect.min_face_size",
+        ),
+        Parameter("landmarks", "boolean", True, "Include the five facial landmarks.", into="detect.landmarks"),
+        Parameter(
+            "detail",
+            "choice",
+            BY_DOOR,
+            "`high` adds a tiled pass at twice the scale for small faces in crowds (slower; skipped for small "
+            "photos); `auto` adds it only where the standard pass sees small faces; `fast` runs the standard pass "
+            "at 640 pixels with YuNet alone (enough to frame a crop, 2x cheaper). `X-Passes` and `X-Detectors` say "
+            "which passes and models ran.",
+            choices=("standard", "auto", "high", "fast"),
+            into="detect.detail",
+        ),
     ),
 )
 # An animation stays one (the upload API's /v1/crop and /v1/anonymize, and the URL form: Cloudflare's `anim`).
-ANIM = Parameter("anim", "boolean", True, "`false`: an animation's first frame (GIF, WebP, APNG, AVIF), as a still.")
-CROP = (
-    Parameter(
-        "width", "integer", None, "Output width; alone, the height follows the region's aspect ratio.", 1, MAX_CROP_SIDE
+ANIM = Parameter(
+    "anim",
+    "boolean",
+    True,
+    "`false`: an animation's first frame (GIF, WebP, APNG, AVIF), as a still.",
+    into="output.animated",
+)
+CROP = at_door(
+    "crop",
+    (
+        Parameter(
+            "width",
+            "integer",
+            None,
+            "Output width; alone, the height follows the region's aspect ratio.",
+            1,
+            MAX_CROP_SIDE,
+            into="window.width",
+        ),
+        Parameter(
+            "height",
+            "integer",
+            None,
+            "Output height; alone, the width follows the region's aspect ratio.",
+            1,
+            MAX_CROP_SIDE,
+            into="window.height",
+        ),
+        Parameter(
+            "gravity",
+            "gravity",
+            BY_DOOR,
+            "`face`, `center`, or a focal point `XxY` with X and Y in 0-1 (e.g. 0.5x0.33).",
+            choices=("face", "center"),
+            into="window.gravity",
+        ),
+        Parameter(
+            "zoom",
+            "number",
+            BY_DOOR,
+            "1 crops as tightly as possible to the faces, 0 keeps as much of the image as possible.",
+            0,
+            1,
+            into="window.zoom",
+        ),
+        Parameter(
+            "faces",
+            "choice",
+            "all",
+            "Which faces the crop must frame.",
+            choices=("all", "largest"),
+            into="window.faces",
+        ),
+        Parameter(
+            "fit",
+            "choice",
+            BY_DOOR,
+            "`cover`: exactly width x height; `crop`: never enlarge (the output's aspect ratio kept).",
+            choices=("cover", "crop"),
+            into="window.fit",
+        ),
+        Parameter(
+            "format",
+            "choice",
+            None,
+            "Output format (default: the input's if jpeg, png, webp or avif, else jpeg; an animation its "
+            "own); png, webp and avif keep transparency, gif its pixels under half opaque, jpeg has it on white. "
+            "An animation goes out animated as gif, webp or its own format (an APNG's png, an AVIF sequence's "
+            "avif), as its first frame in the others.",
+            choices=(*asked_formats(), "json"),
+            into="output.format",
+        ),
+        Parameter("quality", "integer", 85, "JPEG, WebP and AVIF quality.", 1, 100, into="output.quality"),
+        ANIM,
     ),
-    Parameter(
-        "height",
-        "integer",
-        None,
-        "Output height; alone, the width follows the region's aspect ratio.",
-        1,
-        MAX_CROP_SIDE,
-    ),
-    Parameter(
-        "gravity",
-        "gravity",
-        "face",
-        "`face`, `center`, or a focal point `XxY` with X and Y in 0-1 (e.g. 0.5x0.33).",
-        choices=("face", "center"),
-    ),
-    Parameter(
-        "zoom",
-        "number",
-        0.5,
-        "1 crops as tightly as possible to the faces, 0 keeps as much of the image as possible.",
-        0,
-        1,
-    ),
-    Parameter("faces", "choice", "all", "Which faces the crop must frame.", choices=("all", "largest")),
-    Parameter(
-        "fit",
-        "choice",
-        "cover",
-        "`cover`: exactly width x height; `crop`: never enlarge (the output's aspect ratio kept).",
-        choices=("cover", "crop"),
-    ),
-    Parameter(
-        "format",
-        "choice",
-        None,
-        "Output format (default: the input's if jpeg, png, webp or avif, else jpeg; an animation its "
-        "own); png, webp and avif keep transparency, gif its pixels under half opaque, jpeg has it on white. "
-        "An animation goes out animated as gif, webp or its own format (an APNG's png, an AVIF sequence's avif), "
-        "as its first frame in the others.",
-        choices=(*asked_formats(), "json"),
-    ),
-    Parameter("quality", "integer", 85, "JPEG, WebP and AVIF quality.", 1, 100),
-    ANIM,
 )
 _DETECT = {p.name: p for p in DETECT}
 _CROP = {p.name: p for p in CROP}
@@ -156,52 +237,90 @@ def typed_default(parameter: Parameter) -> Any:
 
 # /v1/anonymize favours recall (a face missed is a face shown): a lower threshold and the tiled
 # pass by default, chosen by measurement (docs/defaults.md, "Anonymize"); every face found is hidden.
-ANONYMIZE = (
-    replace(
-        _DETECT["min_confidence"],
-        default=8.0,
-        description="Lowest confidence of a face hidden, in percent (below 50 %, only faces at most twice "
-        "the size of the photo's confident ones).",
+ANONYMIZE = at_door(
+    "anonymize",
+    (
+        replace(
+            _DETECT["min_confidence"],
+            default=BY_DOOR,
+            description="Lowest confidence of a face hidden, in percent (below 50 %, only faces at most twice "
+            "the size of the photo's confident ones).",
+        ),
+        replace(_DETECT["min_face_size"], description="Shortest side of a face hidden, in original pixels."),
+        replace(_DETECT["detail"], default=BY_DOOR),
+        Parameter(
+            "method",
+            "choice",
+            Hiding.method,
+            "How faces are hidden.",
+            choices=("blur", "pixelate", "fill"),
+            into="hiding.method",
+        ),
+        Parameter(
+            "strength",
+            "number",
+            Hiding.strength,
+            "Blur radius or pixel block size, relative to each face (times half its shorter side).",
+            0.05,
+            1,
+            into="hiding.strength",
+        ),
+        Parameter(
+            "margin",
+            "number",
+            Hiding.margin,
+            "Each region is the face box grown this many times about its centre.",
+            1,
+            3,
+            into="hiding.margin",
+        ),
+        Parameter(
+            "shape",
+            "choice",
+            Hiding.shape,
+            "The shape of each hidden region.",
+            choices=("ellipse", "rect"),
+            into="hiding.shape",
+        ),
+        Parameter(
+            "preset",
+            "choice",
+            "privacy",
+            "`privacy`: the defaults above, recall first; `fast`: the standard pass at 12 % and a margin of 1.3 "
+            "(faster, fewer faces hidden; the parameters given still apply).",
+            choices=tuple(PRESETS),
+        ),
+        _CROP["format"],
+        _CROP["quality"],
+        ANIM,
     ),
-    replace(_DETECT["min_face_size"], description="Shortest side of a face hidden, in original pixels."),
-    replace(_DETECT["detail"], default="auto"),
-    Parameter("method", "choice", Hiding.method, "How faces are hidden.", choices=("blur", "pixelate", "fill")),
-    Parameter(
-        "strength",
-        "number",
-        Hiding.strength,
-        "Blur radius or pixel block size, relative to each face (times half its shorter side).",
-        0.05,
-        1,
-    ),
-    Parameter(
-        "margin", "number", Hiding.margin, "Each region is the face box grown this many times about its centre.", 1, 3
-    ),
-    Parameter("shape", "choice", Hiding.shape, "The shape of each hidden region.", choices=("ellipse", "rect")),
-    Parameter(
-        "preset",
-        "choice",
-        "privacy",
-        "`privacy`: the defaults above, recall first; `fast`: the standard pass at 12 % and a margin of 1.3 "
-        "(faster, fewer faces hidden; the parameters given still apply).",
-        choices=("privacy", "fast"),
-    ),
-    _CROP["format"],
-    _CROP["quality"],
-    ANIM,
 )
-# preset=fast: what it changes of the defaults (`facecrop video --fast`'s setting, docs/defaults.md, "Anonymize").
-FAST_ANONYMIZE = {"min_confidence": 12.0, "detail": "standard", "margin": 1.3}
-ANONYMIZE_PRESETS = {
-    "privacy": {p.name: typed_default(p) for p in ANONYMIZE if p.name != "preset"},
-    "fast": {**{p.name: typed_default(p) for p in ANONYMIZE if p.name != "preset"}, **FAST_ANONYMIZE},
-}
 
 
-def anonymize_defaults(preset: str) -> dict[str, Any]:
-    """Hiding's defaults under `preset` (privacy, fast): both doors' (/v1/anonymize and the URL form's
-    anonymize), merged here once; each option given still applies over them."""
-    return ANONYMIZE_PRESETS[preset]
+def under_preset(
+    parsed: Mapping[str, Any], given: Mapping[str, str], table: tuple[Parameter, ...], preset: Mapping[str, Any]
+) -> dict[str, Any]:
+    """`parsed` with the `preset`'s value for each of `table`'s parameters not `given` (both doors'
+    anonymize: /v1/anonymize and the URL form's anonymize=, merged here once)."""
+    return {
+        **parsed,
+        **{
+            p.name: typed_default(replace(p, default=preset[p.into]))
+            for p in table
+            if p.into in preset and p.name not in given and p.name in parsed
+        },
+    }
+
+
+def by_part(parsed: Mapping[str, Any], table: tuple[Parameter, ...]) -> dict[str, dict[str, Any]]:
+    """The values of `table`'s parameters grouped by the part of the typed request each sets
+    (Parameter.into): {"detect": {"min_confidence": 50.0, ...}, "window": {...}, ...}."""
+    grouped: dict[str, dict[str, Any]] = defaultdict(dict)
+    for p in table:
+        if p.into and p.name in parsed:
+            part, _, name = p.into.partition(".")
+            grouped[part][name] = parsed[p.name]
+    return grouped
 
 
 DETECT_PARAMETERS = frozenset(p.name for p in DETECT)
@@ -317,14 +436,18 @@ def parse(
 
 
 def parse_detect_options(values: Mapping[str, str]) -> DetectOptions:
-    return DetectOptions(**parse(values, DETECT))
+    return DetectOptions(**by_part(parse(values, DETECT), DETECT)["detect"])
 
 
 # /v1/crop's `fit=crop` never enlarges and keeps the output's aspect ratio: Cloudflare's aspect-crop.
 V1_CROP_FITS_AS_CLOUDFLARES = {"cover": "cover", "crop": "aspect-crop"}
 
 
+def crop_window(window: Mapping[str, Any]) -> CropOptions:
+    """/v1/crop's geometry from its parsed `window` part, its fit in Cloudflare's words."""
+    return CropOptions(**{**window, "fit": V1_CROP_FITS_AS_CLOUDFLARES[window["fit"]]})
+
+
 def parse_crop_options(values: Mapping[str, str]) -> CropOptions:
     """/v1/crop's geometry (its format and quality are the output's: gateway/request.py)."""
-    parsed = parse(values, tuple(p for p in CROP if p.name in CropOptions.__dataclass_fields__))
-    return CropOptions(**{**parsed, "fit": V1_CROP_FITS_AS_CLOUDFLARES[parsed["fit"]]})
+    return crop_window(by_part(parse(values, CROP), CROP)["window"])

@@ -19,13 +19,15 @@ from gateway.imaging.normalise import BGR
 from gateway.params import (
     ANONYMIZE,
     CROP,
+    PRESETS,
     CropOptions,
     DetectOptions,
-    anonymize_defaults,
+    by_part,
+    crop_window,
     default,
     parse,
-    parse_crop_options,
     parse_detect_options,
+    under_preset,
 )
 
 
@@ -58,15 +60,6 @@ class ImageRequest:
     output: Output = field(default_factory=Output)
 
 
-OUTPUT_PARAMETERS = tuple(p for p in CROP if p.name in {"format", "quality", "anim"})
-
-
-def upload_output(values: Mapping[str, str]) -> Output:
-    """How an upload's picture goes out: its format and quality, an animation as one unless anim=false."""
-    parsed = parse(values, OUTPUT_PARAMETERS)
-    return Output(format=parsed["format"], quality=parsed["quality"], animated=parsed["anim"])
-
-
 def detect_request(values: Mapping[str, str]) -> ImageRequest:
     """/v1/detect: the faces, as JSON."""
     return ImageRequest(detect=parse_detect_options(values), window=None, output=Output(format="json"))
@@ -75,17 +68,15 @@ def detect_request(values: Mapping[str, str]) -> ImageRequest:
 def crop_request(values: Mapping[str, str]) -> ImageRequest:
     """/v1/crop: the faces found as /v1/detect finds them, framed by the crop's geometry (its
     parameters checked in the order of its table, then /v1/detect's)."""
-    window = parse_crop_options(values)
-    output = upload_output(values)
-    return ImageRequest(detect=parse_detect_options(values), window=window, output=output)
+    asked = by_part(parse(values, CROP), CROP)
+    detect = parse_detect_options(values)
+    return ImageRequest(detect=detect, window=crop_window(asked["window"]), output=Output(**asked["output"]))
 
 
 def anonymize_request(values: Mapping[str, str]) -> ImageRequest:
-    """/v1/anonymize: every face hidden (listed all with format=json); preset=fast's values where the
+    """/v1/anonymize: every face hidden (listed all with format=json); its preset's values where the
     parameter is not given."""
-    parsed = parse(values, tuple(p for p in ANONYMIZE if p not in OUTPUT_PARAMETERS))
-    defaults = anonymize_defaults(parsed.pop("preset"))
-    parsed |= {name: value for name, value in defaults.items() if name in parsed and name not in values}
-    found = {name: parsed.pop(name) for name in ("min_confidence", "min_face_size", "detail")}
-    detect = DetectOptions(landmarks=False, **found)  # every face hidden is listed: max_faces does not apply
-    return ImageRequest(detect=detect, window=None, hiding=Hiding(**parsed), output=upload_output(values))
+    parsed = parse(values, ANONYMIZE)
+    asked = by_part(under_preset(parsed, values, ANONYMIZE, PRESETS[parsed["preset"]]), ANONYMIZE)
+    detect = DetectOptions(landmarks=False, **asked["detect"])  # every face hidden is listed: max_faces does not apply
+    return ImageRequest(detect=detect, window=None, hiding=Hiding(**asked["hiding"]), output=Output(**asked["output"]))

@@ -29,15 +29,20 @@ from gateway.imaging.metadata import METADATA_CHOICES
 from gateway.imaging.normalise import WHITE
 from gateway.params import (
     ANIM,
+    BY_DOOR,
     DETECT,
+    DOOR_DEFAULTS,
     INTEGER,
     MOST_FACES,
     PARSERS,
+    PRESETS,
     CropOptions,
     DetectOptions,
     Parameter,
-    anonymize_defaults,
+    at_door,
+    by_part,
     parse,
+    under_preset,
 )
 from gateway.request import ImageRequest, Output
 
@@ -57,7 +62,6 @@ UNSUPPORTED = {
 }
 FITS = ("scale-down", "contain", "scale-up", "cover", "crop", "aspect-crop", "pad", "squeeze")
 ROTATIONS = ("0", "90", "180", "270", "360")
-PRESETS = ("privacy", "fast")
 TRIM_KEYS = ("trim.width", "trim.height", "trim.left", "trim.top")
 BORDER_KEYS = ("trim.border.color", "trim.border.tolerance", "trim.border.keep")
 FORMATS = ("auto", *url_formats(), "json")
@@ -75,67 +79,144 @@ TURNS = {"": 1 / 360, "deg": 1 / 360, "rad": 1 / (2 * math.pi), "grad": 1 / 400,
 MAX_OPTIONS_LENGTH = 512  # every option at its longest fits; the parse cache stays small
 OPTION_SEPARATOR = re.compile(r",(?![^()]*\))")  # commas, but not inside rgb(...)
 _DETECT = {p.name: p for p in DETECT}
+ANONYMIZE_DEFAULTS = DOOR_DEFAULTS["anonymize"]  # anonymize=: /v1/anonymize's
+UNCHANGED_AT_ZERO = ("brightness", "contrast", "gamma")  # Cloudflare's 0 for these: no change
 
-OPTIONS = (
-    Parameter("width", "integer", None, "Output width in pixels (times dpr).", 1, MAX_SIDE),
-    Parameter("height", "integer", None, "Output height in pixels (times dpr).", 1, MAX_SIDE),
-    Parameter("fit", "choice", "scale-down", "How the image fits width x height.", choices=FITS),
-    Parameter(
-        "gravity",
-        "gravity",
-        "center",
-        "face, auto (faces, else saliency), left, right, top, bottom or XxY.",
-        choices=("face", "auto", "center", "left", "right", "top", "bottom"),
+OPTIONS = at_door(
+    "url",
+    (
+        Parameter("width", "integer", None, "Output width in pixels (times dpr).", 1, MAX_SIDE, into="window.width"),
+        Parameter("height", "integer", None, "Output height in pixels (times dpr).", 1, MAX_SIDE, into="window.height"),
+        Parameter("fit", "choice", BY_DOOR, "How the image fits width x height.", choices=FITS, into="window.fit"),
+        Parameter(
+            "gravity",
+            "gravity",
+            BY_DOOR,
+            "face, auto (faces, else saliency), left, right, top, bottom or XxY.",
+            choices=("face", "auto", "center", "left", "right", "top", "bottom"),
+            into="window.gravity",
+        ),
+        Parameter(
+            "zoom",
+            "number",
+            BY_DOOR,
+            "How closely a crop frames the faces, with gravity=face.",
+            0,
+            1,
+            into="window.zoom",
+        ),
+        Parameter("format", "choice", None, "Output format (default: the input's jpeg, png or webp).", choices=FORMATS),
+        Parameter("quality", "quality", 85, "1-100, or high, medium-high, medium-low, low.", 1, 100),
+        Parameter(
+            "dpr",
+            "number",
+            1.0,
+            "Device pixel ratio: width and height are multiplied by it.",
+            0.1,
+            3,
+            into="geometry.dpr",
+        ),
+        Parameter(
+            "background",
+            "color",
+            (255, 255, 255),
+            "Under transparency (not given: kept in PNG, WebP, AVIF) and fit=pad: a CSS colour (#RGB, rgb(), hsl(), "
+            "name).",
+            into="output.background",
+        ),
+        Parameter(
+            "onerror", "choice", None, "redirect: answer errors with a redirect to the source.", choices=("redirect",)
+        ),
+        Parameter(
+            "metadata",
+            "choice",
+            "copyright",
+            "EXIF in JPEG outputs: the copyright tag, all of it (orientation reset), or none.",
+            choices=METADATA_CHOICES,
+            into="output.metadata",
+        ),
+        ANIM,
+        Parameter("trim", "trim", None, "top;right;bottom;left in pixels (fractions below 1), or border."),
+        *(
+            Parameter(key, "number", None, f"Trim: {key[5:]} in pixels (a fraction below 1).", 0, 100_000)
+            for key in TRIM_KEYS
+        ),
+        Parameter("trim.border.color", "color", None, "trim=border: the border's colour (default: the corner's)."),
+        Parameter("trim.border.tolerance", "integer", 10, "trim=border: how far a pixel may be from it.", 0, 255),
+        Parameter("trim.border.keep", "number", 0, "trim=border: pixels of the border kept.", 0, 100_000),
+        Parameter(
+            "rotate", "choice", "0", "Degrees clockwise, before resizing.", choices=ROTATIONS, into="geometry.rotate"
+        ),
+        Parameter(
+            "flip", "choice", None, "h, v or hv, before rotating.", choices=("h", "v", "hv"), into="geometry.flip"
+        ),
+        Parameter("blur", "number", 0, "Blur radius, 1-250 output pixels.", 0, 250, into="filters.blur"),
+        Parameter(
+            "sharpen",
+            "number",
+            0,
+            "Sharpening after resizing, 0-10 (1 suits downscaled pictures).",
+            0,
+            10,
+            into="filters.sharpen",
+        ),
+        Parameter(
+            "brightness",
+            "number",
+            1,
+            "A factor: 1 no change, 0.5 half as bright (0 ignored).",
+            0,
+            10,
+            into="filters.brightness",
+        ),
+        Parameter("contrast", "number", 1, "A factor: 1 no change (0 ignored).", 0, 10, into="filters.contrast"),
+        Parameter(
+            "gamma",
+            "number",
+            1,
+            "Exposure: 1 no change, 0.5 darker, 2 lighter (0 ignored).",
+            0,
+            10,
+            into="filters.gamma",
+        ),
+        Parameter(
+            "saturation", "number", 1, "A factor: 0 grey, 2 twice as saturated.", 0, 10, into="filters.saturation"
+        ),
+        Parameter("compression", "choice", None, "fast: JPEG, whatever format says.", choices=("fast",)),
+        Parameter("slow-connection-quality", "quality", None, "Quality for clients on a slow connection.", 1, 100),
+        Parameter("upscale", "upscale", "interpolate", "Enlarging: interpolate (bicubic).", choices=("interpolate",)),
+        Parameter(
+            "faces", "choice", "all", "Which faces a crop frames.", choices=("all", "largest"), into="window.faces"
+        ),
+        Parameter(
+            "detail",
+            "choice",
+            BY_DOOR,
+            f"standard, auto, high or fast (anonymize: {ANONYMIZE_DEFAULTS['detect.detail']}).",
+            choices=_DETECT["detail"].choices,
+            into="detect.detail",
+        ),
+        Parameter(
+            "min-confidence",
+            "number",
+            None,
+            f"Lowest confidence of a face, percent (anonymize: {ANONYMIZE_DEFAULTS['detect.min_confidence']:g}).",
+            0,
+            100,
+            into="detect.min_confidence",
+        ),
+        Parameter(
+            "anonymize",
+            "choice",
+            None,
+            "Hide every face: blur, pixelate or fill.",
+            choices=("blur", "pixelate", "fill"),
+            into="hiding.method",
+        ),
+        Parameter(
+            "preset", "choice", "privacy", "With anonymize: privacy (its defaults) or fast.", choices=tuple(PRESETS)
+        ),
     ),
-    Parameter("zoom", "number", 0.0, "How closely a crop frames the faces, with gravity=face.", 0, 1),
-    Parameter("format", "choice", None, "Output format (default: the input's jpeg, png or webp).", choices=FORMATS),
-    Parameter("quality", "quality", 85, "1-100, or high, medium-high, medium-low, low.", 1, 100),
-    Parameter("dpr", "number", 1.0, "Device pixel ratio: width and height are multiplied by it.", 0.1, 3),
-    Parameter(
-        "background",
-        "color",
-        (255, 255, 255),
-        "Under transparency (not given: kept in PNG, WebP, AVIF) and fit=pad: a CSS colour (#RGB, rgb(), hsl(), name).",
-    ),
-    Parameter(
-        "onerror", "choice", None, "redirect: answer errors with a redirect to the source.", choices=("redirect",)
-    ),
-    Parameter(
-        "metadata",
-        "choice",
-        "copyright",
-        "EXIF in JPEG outputs: the copyright tag, all of it (orientation reset), or none.",
-        choices=METADATA_CHOICES,
-    ),
-    ANIM,
-    Parameter("trim", "trim", None, "top;right;bottom;left in pixels (fractions below 1), or border."),
-    *(
-        Parameter(key, "number", None, f"Trim: {key[5:]} in pixels (a fraction below 1).", 0, 100_000)
-        for key in TRIM_KEYS
-    ),
-    Parameter("trim.border.color", "color", None, "trim=border: the border's colour (default: the corner's)."),
-    Parameter("trim.border.tolerance", "integer", 10, "trim=border: how far a pixel may be from it.", 0, 255),
-    Parameter("trim.border.keep", "number", 0, "trim=border: pixels of the border kept.", 0, 100_000),
-    Parameter("rotate", "choice", "0", "Degrees clockwise, before resizing.", choices=ROTATIONS),
-    Parameter("flip", "choice", None, "h, v or hv, before rotating.", choices=("h", "v", "hv")),
-    Parameter("blur", "number", 0, "Blur radius, 1-250 output pixels.", 0, 250),
-    Parameter("sharpen", "number", 0, "Sharpening after resizing, 0-10 (1 suits downscaled pictures).", 0, 10),
-    Parameter("brightness", "number", 1, "A factor: 1 no change, 0.5 half as bright (0 ignored).", 0, 10),
-    Parameter("contrast", "number", 1, "A factor: 1 no change (0 ignored).", 0, 10),
-    Parameter("gamma", "number", 1, "Exposure: 1 no change, 0.5 darker, 2 lighter (0 ignored).", 0, 10),
-    Parameter("saturation", "number", 1, "A factor: 0 grey, 2 twice as saturated.", 0, 10),
-    Parameter("compression", "choice", None, "fast: JPEG, whatever format says.", choices=("fast",)),
-    Parameter("slow-connection-quality", "quality", None, "Quality for clients on a slow connection.", 1, 100),
-    Parameter("upscale", "upscale", "interpolate", "Enlarging: interpolate (bicubic).", choices=("interpolate",)),
-    Parameter("faces", "choice", "all", "Which faces a crop frames.", choices=("all", "largest")),
-    Parameter(
-        "detail", "choice", "fast", "standard, auto, high or fast (anonymize: auto).", choices=_DETECT["detail"].choices
-    ),
-    Parameter("min-confidence", "number", None, "Lowest confidence of a face, percent (anonymize: 8).", 0, 100),
-    Parameter(
-        "anonymize", "choice", None, "Hide every face: blur, pixelate or fill.", choices=("blur", "pixelate", "fill")
-    ),
-    Parameter("preset", "choice", "privacy", "With anonymize: privacy (its defaults) or fast.", choices=PRESETS),
 )
 _OPTIONS = {p.name: p for p in OPTIONS}
 # Options that change nothing of the answer (left out of its ETag).
@@ -279,55 +360,39 @@ URL_PARSERS = {"quality": _quality, "color": _color, "trim": _trim, "upscale": _
 
 @functools.lru_cache(maxsize=4096)  # a CDN revalidates the same URLs over and over
 def parse_url_options(segment: str) -> UrlOptions:
-    """The options segment of a URL, parsed; 400 (invalid_parameter, naming the option) on any problem."""
+    """The options segment of a URL, parsed; 400 (invalid_parameter, naming the option) on any problem.
+    Each option sets its part of the request (Parameter.into); where not given, the defaults are those
+    of the door it serves: this one's over /v1/detect's, with anonymize /v1/anonymize's under its preset."""
     if len(segment) > MAX_OPTIONS_LENGTH:
         raise InvalidParameter("options", f"are longer than {MAX_OPTIONS_LENGTH} characters")
     values = split_options(segment)
     parsed = parse(values, OPTIONS, URL_PARSERS)
-    dpr = parsed["dpr"]
-    sides = {}
-    for side in ("width", "height"):
-        if parsed[side] is not None:
-            sides[side] = max(1, round(parsed[side] * dpr))
-            if sides[side] > MAX_SIDE:
-                raise InvalidParameter("dpr", f"makes the {side} {sides[side]}, over {MAX_SIDE}")
-    hiding_defaults = anonymize_defaults(parsed["preset"])
-    hiding = Hiding(method=parsed["anonymize"], margin=hiding_defaults["margin"]) if parsed["anonymize"] else None
-    threshold = parsed["min-confidence"]
-    if threshold is None:
-        threshold = hiding_defaults["min_confidence"] if hiding else _DETECT["min_confidence"].default
-    detail = str(parsed["detail"] if "detail" in values or not hiding else hiding_defaults["detail"])
+    hides = parsed["anonymize"] is not None
+    defaults = DOOR_DEFAULTS["detect"] | DOOR_DEFAULTS["url"]
+    if hides:
+        defaults |= DOOR_DEFAULTS["anonymize"] | PRESETS[parsed["preset"]]
+    parsed = under_preset(parsed, values, OPTIONS, defaults)
+    parsed["background"] = parsed["background"] if "background" in values else None  # not given: transparency kept
+    asked = by_part(parsed, OPTIONS)
     fmt = "jpeg" if parsed["compression"] == "fast" and parsed["format"] != "json" else parsed["format"]
-    window = CropOptions(
-        width=sides.get("width"),
-        height=sides.get("height"),
-        gravity=parsed["gravity"],
-        zoom=parsed["zoom"],
-        faces=parsed["faces"],
-        fit=parsed["fit"],
-        max_side=MAX_SIDE,
-    )
-    shown = {name: value for name, value in parsed.items() if name not in NOT_IN_OUTPUT}
+    window = CropOptions(**asked["window"] | scaled_sides(parsed), max_side=MAX_SIDE)
+    hiding_preset = {name.partition(".")[2]: value for name, value in defaults.items() if name.startswith("hiding.")}
     gravity = parsed["gravity"]  # a point however spelt (center, left, XxY), else face or auto
-    background = parsed["background"] if "background" in values else None  # not given: transparency kept
+    shown = {name: value for name, value in parsed.items() if name not in NOT_IN_OUTPUT}
     canonical = json.dumps(
-        {
-            **shown,
-            "gravity": gravity.point if gravity.follows == "point" else gravity.follows,
-            "detail": detail,
-            "min-confidence": threshold,
-            "background": background,
-        },
-        sort_keys=True,
+        {**shown, "gravity": gravity.point if gravity.follows == "point" else gravity.follows}, sort_keys=True
     )
     image = ImageRequest(
-        detect=DetectOptions(min_confidence=float(threshold), max_faces=MOST_FACES, landmarks=True, detail=detail),
+        detect=DetectOptions(**asked["detect"] | {"max_faces": MOST_FACES, "landmarks": True}),
         window=window,
-        hiding=hiding,
-        find_faces=hiding is not None or fmt == "json" or window.follows_faces,
-        geometry=Geometry(trim_of(parsed, values), parsed["flip"] or "", int(parsed["rotate"]) % 360, dpr),
-        filters=filters_of(parsed),
-        output=Output(metadata=parsed["metadata"], background=background, animated=parsed["anim"]),
+        hiding=Hiding(**asked["hiding"] | hiding_preset) if hides else None,
+        find_faces=hides or fmt == "json" or window.follows_faces,
+        geometry=Geometry(
+            **asked["geometry"]
+            | {"trim": trim_of(parsed, values), "flip": parsed["flip"] or "", "rotate": int(parsed["rotate"]) % 360}
+        ),
+        filters=Filters(**asked["filters"] | {name: parsed[name] or 1.0 for name in UNCHANGED_AT_ZERO}),
+        output=Output(**asked["output"]),
     )
     return UrlOptions(
         image=image,
@@ -338,6 +403,17 @@ def parse_url_options(segment: str) -> UrlOptions:
         palette=fmt == "png" and "quality" in values,
         canonical=canonical,
     )
+
+
+def scaled_sides(parsed: dict) -> dict[str, int]:
+    """The width and height given, times dpr; 400 naming dpr where that is over MAX_SIDE."""
+    sides = {}
+    for side in ("width", "height"):
+        if parsed[side] is not None:
+            sides[side] = max(1, round(parsed[side] * parsed["dpr"]))
+            if sides[side] > MAX_SIDE:
+                raise InvalidParameter("dpr", f"makes the {side} {sides[side]}, over {MAX_SIDE}")
+    return sides
 
 
 def trim_of(parsed: dict, given: dict[str, str]) -> Trim | None:
@@ -363,9 +439,3 @@ def trim_of(parsed: dict, given: dict[str, str]) -> Trim | None:
         width=extents["width"],
         height=extents["height"],
     )
-
-
-def filters_of(parsed: dict) -> Filters:
-    """The filters, Cloudflare's 0 taken as no change for brightness, contrast and gamma."""
-    factors = {name: parsed[name] or 1.0 for name in ("brightness", "contrast", "gamma")}
-    return Filters(blur=parsed["blur"], sharpen=parsed["sharpen"], saturation=parsed["saturation"], **factors)
