@@ -53,6 +53,8 @@ VALUE_TYPES = frozenset(
         "Work",
         "Focus",
         "Frame",
+        "Source",
+        "Planned",
         "InputPlan",
         "Tiling",
         "WireFormat",

@@ -21,8 +21,8 @@ from gateway.imaging.metadata import output_exif
 from gateway.memory import PixelBudget
 from gateway.params import DetectOptions
 from gateway.processing.frames import Frame, rendered
-from gateway.processing.steps import STEPS, pixels_held, search
-from gateway.processing.work import Work, unlogged
+from gateway.processing.steps import STEPS, frame, pixels_held, plan, search
+from gateway.processing.work import Planned, Work, unlogged
 from gateway.request import ImageRequest
 from gateway.timing import NEVER, Deadline, StageTimer
 
@@ -111,26 +111,31 @@ def process(
 
 
 def answered(work: Work) -> Answer:
-    """The steps, then the JSON or the frames rendered and encoded; the deadline checked between."""
+    """The steps, what the window follows and the plan, then the JSON or the frames rendered and
+    encoded; the deadline checked between."""
     for step in STEPS:
         work.deadline.check(step.__name__)
         step(work)
+    work.deadline.check("frame")
+    focus = frame(work)
+    work.deadline.check("plan")
+    planned = plan(work, focus)
     if work.request.output.format == "json":
-        return Answer(JSON, answer_headers(work), json_answer(work))
-    frames = rendered(work)
+        return Answer(JSON, answer_headers(work, planned), json_answer(work, planned))
+    frames = rendered(work, planned)
     work.deadline.check("encoding")
     body, content_type = encoded(frames, work)
-    return Answer(content_type, answer_headers(work, frames[-1]), body)
+    return Answer(content_type, answer_headers(work, planned, frames[-1]), body)
 
 
-def answer_headers(work: Work, frame: Frame | None = None) -> dict[str, str]:
+def answer_headers(work: Work, planned: Planned, last: Frame | None = None) -> dict[str, str]:
     """X-Crop-Rect where the request has a crop window (/v1/crop, the URL form); X-Passes,
     X-Detectors and X-Face-Count (the faces the answer is about: those hidden where it hides them)
-    where faces were looked for; X-Frames for an animation; X-Color-Profile where the (last)
-    `frame` rendered had a profile."""
+    where faces were looked for; X-Frames for an animation; X-Color-Profile where the `last` frame
+    rendered had a profile."""
     headers = {}
-    if work.request.window is not None and work.plan is not None:
-        r = work.plan.region
+    if planned.focus is not None:
+        r = planned.crop.region
         headers["X-Crop-Rect"] = f"{r.x},{r.y},{r.width},{r.height}"
     if work.detected is not None:
         headers |= {
@@ -140,8 +145,8 @@ def answer_headers(work: Work, frame: Frame | None = None) -> dict[str, str]:
         }
     if work.animation is not None:
         headers["X-Frames"] = str(work.animation.count)
-    if frame is not None and frame.colour:
-        headers["X-Color-Profile"] = frame.colour
+    if last is not None and last.colour:
+        headers["X-Color-Profile"] = last.colour
     return headers
 
 
@@ -149,16 +154,16 @@ def image_size(size: tuple[int, int]) -> dict[str, int]:
     return {"width": size[0], "height": size[1]}
 
 
-def json_answer(work: Work) -> bytes:
+def json_answer(work: Work, planned: Planned) -> bytes:
     """format=json: the picture's size and its faces (the first max_faces; every face hidden where
     the answer hides them); where there is a crop window, the window, the output's size and what the
     window followed; where it hides faces, the regions hidden. Encoded as json.dumps writes it, the
     faces last (`faces_json`)."""
     request, listed = work.request, work.listed
     answer: dict = {"image": image_size(work.size)}
-    if request.window is not None:
-        assert work.plan is not None and work.focus is not None
-        answer |= {"crop": asdict(work.plan.region), "output": image_size(work.plan.size), "focus": work.focus.name}
+    if planned.focus is not None:  # a crop window
+        crop = planned.crop
+        answer |= {"crop": asdict(crop.region), "output": image_size(crop.size), "focus": planned.focus.name}
     if request.hiding is not None:
         shown = regions(listed.boxes, request.hiding.margin, work.size)
         answer["regions"] = [
@@ -174,7 +179,7 @@ def encoded(frames: list[Frame], work: Work) -> tuple[bytes, str]:
     a still in the output's format (encode.output_format settles either: AVIF past its bound is
     WebP), with no metadata but the EXIF a JPEG keeps."""
     output, header = work.request.output, work.header
-    pixels = [frame.finished for frame in frames]
+    pixels = [rendered_frame.pixels for rendered_frame in frames]
     with work.timer.stage("encode"):
         height, width = pixels[0].shape[:2]
         requested = work.animated_as or output.format

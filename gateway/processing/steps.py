@@ -1,7 +1,8 @@
 """The request's steps, in order (STEPS), each reading what the steps before it decided: an animation
 that stays one decoded, the faces found (a still decoded as small as the detection allows), the trim
-and turn (faces mapped into the turned picture), what the window follows, and the crop's plan.
-The pixels are then made frame by frame (gateway/processing/frames.py).
+and turn (faces mapped into the turned picture); then what the window follows (`frame`) and the
+crop's plan (`plan`), which settle the answer's picture as one value (`Planned`). The pixels are
+then made frame by frame from it (gateway/processing/frames.py).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from gateway.imaging.decode import DecodedImage, decode_image, with_resolution
 from gateway.imaging.geometry import border_rect, trim_rect, turn_pixels, turned_size
 from gateway.imaging.normalise import flattened
 from gateway.params import GRAVITIES, CropOptions, Gravity
-from gateway.processing.work import NO_BOXES, Focus, Work
+from gateway.processing.work import NO_BOXES, Focus, Planned, Work
 
 SAMPLED_FRAMES = 4  # an animation's frames whose faces decide its crop window (anonymize: every frame)
 BORDER_SIDE = 640  # trim=border's decode, where no face was looked for: its long side at least this
@@ -146,24 +147,23 @@ def trim(work: Work) -> None:
         work.hidden = [turn(found).to_hide() for found in detected.per_frame]
 
 
-def frame(work: Work) -> None:
-    """What the window follows: the faces (gravity face, or auto where there are faces to frame;
-    where faces are hidden, the confident ones), the most salient window (auto without faces), or
-    the gravity's point."""
+def frame(work: Work) -> Focus | None:
+    """What the window follows (None: there is no window): the faces (gravity face, or auto where
+    there are faces to frame; where faces are hidden, the confident ones), the most salient window
+    (auto without faces), or the gravity's point."""
     window = work.request.window
     if window is None:
-        return
+        return None
     faces = work.faces
     framed = faces[faces.scores >= CONFIDENT] if work.request.hiding else faces
     if window.follows_faces and len(framed):
-        work.focus = Focus(framed.boxes, GRAVITIES["face"], "faces")
-    elif window.gravity.follows == "auto" and window.crops:  # faces were looked for: the pixels are decoded
+        return Focus(framed.boxes, GRAVITIES["face"], "faces")
+    if window.gravity.follows == "auto" and window.crops:  # faces were looked for: the pixels are decoded
         region = centred(window, work.size).region
         point = salient_focus(turned_picture(work), (region.width, region.height), work.size)
-        work.focus = Focus(NO_BOXES, Gravity("point", point), "saliency")
-    else:
-        gravity = window.gravity if window.gravity.follows == "point" else CENTRE
-        work.focus = Focus(NO_BOXES, gravity, gravity.name)
+        return Focus(NO_BOXES, Gravity("point", point), "saliency")
+    gravity = window.gravity if window.gravity.follows == "point" else CENTRE
+    return Focus(NO_BOXES, gravity, gravity.name)
 
 
 def turned_picture(work: Work) -> np.ndarray:
@@ -171,25 +171,23 @@ def turned_picture(work: Work) -> np.ndarray:
     geometry = work.request.geometry
     if work.animation is not None:
         return turn_pixels(flattened(work.animation.frames[0], work.flatten_onto), work.rect, 1.0, geometry)
-    assert work.image is not None
+    assert work.image is not None  # `detect` decoded it: a window that follows no point looked for faces
     return turn_pixels(work.image.pixels, work.rect, float(work.image.scale[0]), geometry)
 
 
-def plan(work: Work) -> None:
-    """Where the window goes and the output's size (the picture whole where there is no crop),
-    refusing an output over the pixel or side limit (400), and an animation whose frames of that size cost
-    too much (413)."""
+def plan(work: Work, focus: Focus | None) -> Planned:
+    """Where the window goes onto its `focus` and the output's size (the picture whole where there
+    is no window), refusing an output over the pixel or side limit (400), and an animation whose
+    frames of that size cost too much (413)."""
     window, settings = work.request.window, work.settings
-    if window is None:
-        work.plan = CropPlan(Rect(0, 0, *work.size), work.size)
+    if window is None or focus is None:
+        crop = CropPlan(Rect(0, 0, *work.size), work.size)
     else:
-        assert work.focus is not None
-        options = replace(window, gravity=work.focus.gravity)
-        work.plan = within_limits(
-            plan_crop(work.focus.boxes, work.size, options, settings.placement_power), window, settings
-        )
+        options = replace(window, gravity=focus.gravity)
+        crop = within_limits(plan_crop(focus.boxes, work.size, options, settings.placement_power), window, settings)
     if work.animation is not None:
-        check_cost(work.animation.count, work.size, work.plan.size, settings.max_animation_frames)
+        check_cost(work.animation.count, work.size, crop.size, settings.max_animation_frames)
+    return Planned(crop, focus)
 
 
-STEPS = (load, detect, trim, frame, plan)
+STEPS = (load, detect, trim)  # each fills in the Work; then frame and plan settle the Planned

@@ -1,5 +1,6 @@
 """One request's state as the steps fill it in (imgproxy's pipeline context): the source, read once,
-and what each step decided for the steps after it."""
+and what each step decided for the steps after it; then what they settled of the answer's picture
+(`Planned`), which the frames and the answer take."""
 
 from __future__ import annotations
 
@@ -38,6 +39,16 @@ class Focus:
     name: str
 
 
+@dataclass(frozen=True)
+class Planned:
+    """The answer's picture as the steps settled it, for the frames and the answer: where the window
+    goes and the output's size (`crop`: the picture whole where there is no window), and what the
+    window follows (None: there is no window)."""
+
+    crop: CropPlan
+    focus: Focus | None
+
+
 @dataclass
 class Work:
     """A request on its way through the steps."""
@@ -59,8 +70,6 @@ class Work:
     # the faces each frame of the answer hides (Detections.to_hide; a still's one), in the turned
     # picture's pixels; None: it hides none
     hidden: list[Detections] | None = None
-    focus: Focus | None = None
-    plan: CropPlan | None = None
 
     @property
     def upright_size(self) -> tuple[int, int]:
