@@ -37,6 +37,30 @@ from gateway.imaging.decode import DecodedImage, decode_image, read_header
 from gateway.triton.wire import Answer, Batch, ModelOutputs, WireFormat
 from local_triton.processes import BUILD_DIR
 
+# Client hints: whether each says the connection is slow (Cloudflare's rules, the gateway's own:
+# gateway/web/url/caching.py's slow_connection, held to them in tests/unit/test_caching.py; the
+# compose proxy's cache classes, held to the same list in tests/integration/test_proxy.py).
+SLOW_HINTS = [
+    ({}, False),
+    ({"ECT": "2g"}, True),
+    ({"Save-Data": "on"}, True),
+    ({"RTT": "300"}, True),
+    ({"ECT": "4g", "Downlink": "10"}, False),
+    ({"Downlink": "1.5"}, True),
+    ({"RTT": "100"}, False),
+    # each rule's edge, as browsers round them (RTT to 25 ms, Downlink to 25 kbit/s): over 150 ms,
+    # under 5 Mbit/s, 3g and worse; Save-Data's other value
+    ({"RTT": "150"}, False),
+    ({"RTT": "175"}, True),
+    ({"RTT": "1200"}, True),
+    ({"Downlink": "5"}, False),
+    ({"Downlink": "4.975"}, True),
+    ({"Downlink": "0.025"}, True),
+    ({"ECT": "3g"}, True),
+    ({"ECT": "slow-2g"}, True),
+    ({"Save-Data": "off"}, False),
+]
+
 REPORT_LINES = pytest.StashKey[list[str]]()  # lines for the end of the terminal report
 MAGIC = [b"\xff\xd8\xff\xe0", b"\x89PNG\r\n\x1a\n", b"RIFF\x00\x00\x00\x00WEBPVP8 ", b"GIF89a", b"BM", b""]
 FORMATS = {"jpeg": "JPEG", "png": "PNG", "webp": "WEBP", "gif": "GIF", "bmp": "BMP"}

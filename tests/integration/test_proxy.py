@@ -33,9 +33,8 @@ from evaluation.images import astronaut
 from evaluation.origins import hostile_origin
 from gateway.config import Settings
 from gateway.imaging.encode import AVIF_AVAILABLE
-from gateway.web.url.caching import slow_connection
 from local_triton.processes import free_port, running_gateway, stop
-from tests.support import sticker
+from tests.support import SLOW_HINTS, sticker
 
 ROOT = Path(__file__).resolve().parents[2]
 NGINX_CONF = ROOT / "deploy" / "proxy" / "nginx.conf"
@@ -55,27 +54,6 @@ ACCEPTS = [
     ("image/webp ;q=0.0, image/png", "jpeg"),
     ("*/*", "jpeg"),
     (None, "jpeg"),
-]
-# Client hints: whether each says the connection is slow (Cloudflare's rules, the gateway's own).
-HINTS = [
-    ({}, False),
-    ({"ECT": "2g"}, True),
-    ({"Save-Data": "on"}, True),
-    ({"RTT": "300"}, True),
-    ({"ECT": "4g", "Downlink": "10"}, False),
-    ({"Downlink": "1.5"}, True),
-    ({"RTT": "100"}, False),
-    # each rule's edge, as browsers round them (RTT to 25 ms, Downlink to 25 kbit/s): over 150 ms,
-    # under 5 Mbit/s, 3g and worse; Save-Data's other value
-    ({"RTT": "150"}, False),
-    ({"RTT": "175"}, True),
-    ({"RTT": "1200"}, True),
-    ({"Downlink": "5"}, False),
-    ({"Downlink": "4.975"}, True),
-    ({"Downlink": "0.025"}, True),
-    ({"ECT": "3g"}, True),
-    ({"ECT": "slow-2g"}, True),
-    ({"Save-Data": "off"}, False),
 ]
 
 
@@ -196,18 +174,11 @@ def test_slow_connection_hints_are_one_class_of_the_key(proxy):
     """Client hints that say slow get slow-connection-quality's answer (one cached entry for all of
     them), the others the usual quality's."""
     first: dict[bool, bytes] = {}
-    for hints, slow in HINTS:
+    for hints, slow in SLOW_HINTS:
         _, data, cache = fetched(proxy.url + SLOW, hints)
         assert cache == ("HIT" if slow in first else "MISS"), f"{hints}: {cache}\n{proxy.logs()}"
         assert data == first.setdefault(slow, data), hints
     assert len(first[True]) < len(first[False]) * 0.7, "quality 20 is not smaller than quality 90"
-
-
-@pytest.mark.parametrize(("hints", "slow"), HINTS)
-def test_the_proxys_class_of_hints_is_the_gateways_own_rule(hints, slow):
-    """Behind the proxy the gateway is sent the class alone: nginx's map must say what the gateway
-    itself would (gateway/web/url/caching.py's slow_connection), edge by edge."""
-    assert slow_connection(hints) == slow
 
 
 def proxy_error(answer: requests.Response, status: int, code: str, request_id: str | None) -> dict:
