@@ -28,7 +28,7 @@ from bench.workload import report_command
 from evaluation.hidden import deface_regions, hidden_faces, region_mask
 from evaluation.images import labeled_set
 from facecrop_hiding import plausible, regions
-from gateway.params import ANONYMIZE, PRESETS
+from gateway.params import ANONYMIZE, FAST_PRESET
 from local_triton.processes import SHARED_FACES
 
 SETS = ("wider_val_native", "wider_val_416sq", "facemask", "dlib_voc_faces")
@@ -47,7 +47,6 @@ class Policy:
         return f"{self.min_confidence:g} %, {self.margin:g}x, {self.detail}{rule}"
 
 
-FAST_PRESET = PRESETS["fast"]
 FAST = Policy(
     FAST_PRESET["detect.min_confidence"], FAST_PRESET["hiding.margin"], FAST_PRESET["detect.detail"], size_rule=True
 )

@@ -86,6 +86,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "privacy": {},
     "fast": {"detect.min_confidence": 12.0, "detect.detail": "standard", "hiding.margin": 1.3},
 }
+FAST_PRESET = PRESETS["fast"]
 
 
 def at_door(door: str, table: tuple[Parameter, ...]) -> tuple[Parameter, ...]:
@@ -286,7 +287,8 @@ ANONYMIZE = at_door(
             "preset",
             "choice",
             "privacy",
-            "`privacy`: the defaults above, recall first; `fast`: the standard pass at 12 % and a margin of 1.3 "
+            f"`privacy`: the defaults above, recall first; `fast`: the {FAST_PRESET['detect.detail']} pass at "
+            f"{FAST_PRESET['detect.min_confidence']:g} % and a margin of {FAST_PRESET['hiding.margin']:g} "
             "(faster, fewer faces hidden; the parameters given still apply).",
             choices=tuple(PRESETS),
         ),
@@ -446,8 +448,3 @@ V1_CROP_FITS_AS_CLOUDFLARES = {"cover": "cover", "crop": "aspect-crop"}
 def crop_window(window: Mapping[str, Any]) -> CropOptions:
     """/v1/crop's geometry from its parsed `window` part, its fit in Cloudflare's words."""
     return CropOptions(**{**window, "fit": V1_CROP_FITS_AS_CLOUDFLARES[window["fit"]]})
-
-
-def parse_crop_options(values: Mapping[str, str]) -> CropOptions:
-    """/v1/crop's geometry (its format and quality are the output's: gateway/request.py)."""
-    return crop_window(by_part(parse(values, CROP), CROP)["window"])

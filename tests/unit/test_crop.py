@@ -18,7 +18,7 @@ from gateway.framing.crop import (
     widen_to_aspect,
 )
 from gateway.imaging.decode import DecodedImage
-from gateway.params import GRAVITIES, CropOptions, Gravity, parse_crop_options
+from gateway.params import GRAVITIES, CropOptions, Gravity
 from gateway.request import crop_request
 
 SQUARE = (2048, 2048)
@@ -122,7 +122,7 @@ def test_render_crop_from_a_reduced_decode_cuts_the_same_place():
 
 
 def test_crop_parameters():
-    assert parse_crop_options({}) == CropOptions()
+    assert crop_request({}).window == CropOptions()
     values = {
         "width": "256",
         "gravity": "0.5x0.33",
@@ -136,7 +136,7 @@ def test_crop_parameters():
     assert request.window == CropOptions(256, None, Gravity("point", (0.5, 0.33)), 1.0, "largest", "aspect-crop")
     assert (request.output.format, request.output.quality, request.output.animated) == ("webp", 70, True)
     assert not crop_request({"anim": "false"}).output.animated
-    assert parse_crop_options({"gravity": "center"}).gravity == Gravity("point", (0.5, 0.5))
+    assert crop_request({"gravity": "center"}).window.gravity == Gravity("point", (0.5, 0.5))
 
 
 @pytest.mark.parametrize(

@@ -106,17 +106,17 @@ def test_a_number_of_40_characters_is_read_and_one_of_41_refused():
     [("0.5x0.33", (0.5, 0.33)), ("0x1", (0.0, 1.0)), ("1x0", (1.0, 0.0)), ("0.25x0.75", (0.25, 0.75))],
 )
 def test_a_focal_point_is_x_then_y(raw, point):
-    from gateway.params import parse_crop_options
+    from gateway.request import crop_request
 
-    gravity = parse_crop_options({"gravity": raw}).gravity
+    gravity = crop_request({"gravity": raw}).window.gravity
     assert (gravity.follows, gravity.point) == ("point", point)
 
 
 @pytest.mark.parametrize("raw", ["0.5x1.5", "-0.1x0.5", "0.5", "0.5x0.5x0.5", "x0.5", "0.5x", "nanx0.5", "auto"])
 def test_a_bad_focal_point_is_refused_naming_gravity_and_its_forms(raw):
-    from gateway.params import parse_crop_options
+    from gateway.request import crop_request
 
     with pytest.raises(InvalidParameter) as error:
-        parse_crop_options({"gravity": raw})
+        crop_request({"gravity": raw})
     assert error.value.parameter == "gravity"
     assert str(error.value) == f"parameter 'gravity' must be face, center or XxY with X and Y in 0-1, got {raw!r}"
