@@ -4,7 +4,9 @@ function (`pytest -m "not integration" tests/unit tests/client`, mutmut picks th
 Per module it prints the mutants killed (a timeout counts as killed), those that survived, those in
 functions no fast test reaches, and the score: killed / (all run, less those bench/mutants.toml lists
 as equivalent, each with why, and those that change only the wording of an error's message); a
-survivor it does not list is a test to write, and so is a function no fast test reaches.
+survivor it does not list is a test to write, and so is a function no fast test reaches. What the
+tests run in a Python of its own (the command line, Ray's workers, an allocator's probe) counts too:
+bench/mutate_subprocesses.py gives such a Python the mutated tree and tells mutmut what it reached.
 `make mutate MODULE=gateway/web/url/signing.py` (a file or a folder) runs one.
 
 It runs mutmut in build/mutate, the tree staged as links, with the installed packages (hiding's

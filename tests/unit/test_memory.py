@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from gateway.errors import ProcessingTimeout
-from gateway.memory import IdlePurge, Jemalloc, PixelBudget
+from gateway.memory import IdlePurge, Jemalloc, PixelBudget, start_idle_purge
 from gateway.timing import NEVER, Deadline
 from local_triton.allocators import allocator_env
 
@@ -168,6 +168,15 @@ def test_a_busy_worker_keeps_its_pages_up_to_the_bound():
     assert check.check() and worker.dirty == 0
 
 
+def test_a_busy_worker_at_the_bound_keeps_its_pages():
+    worker = Worker()
+    check = policy(worker)
+    for handled in range(1, 4):
+        worker.handled, worker.dirty = handled, 32 * MIB
+        assert not check.check()
+    assert worker.purges == 0
+
+
 def test_a_quiet_worker_purges_once():
     worker = Worker()
     check = policy(worker)
@@ -180,6 +189,13 @@ def test_a_quiet_worker_purges_once():
 def test_no_jemalloc_no_purge_thread():
     """The test process runs on glibc's malloc: no mallctl to call."""
     assert Jemalloc.loaded() is None
+
+
+def test_a_jemalloc_without_statistics_reads_as_decaying_and_clean():
+    """A build whose mallctl answers an error (ENOENT) for the options and statistics read: no purge
+    thread is started on a guess (decays), and no pages are counted (a stand-in mallctl)."""
+    jemalloc = Jemalloc(lambda *arguments: 2)
+    assert jemalloc.decays() and jemalloc.dirty_bytes() == 0
 
 
 PROBE = """
@@ -204,6 +220,59 @@ def test_jemalloc_keeps_freed_pages_until_purged():
     )
     kept, after = map(int, probe.stdout.split())
     assert kept >= 60 * MIB and after == 0
+
+
+IDLE_PROBE = """
+import sys, threading, time
+import numpy as np
+from gateway.memory import Jemalloc, start_idle_purge
+jemalloc = Jemalloc.loaded()
+buffers = [np.ones(int(sys.argv[1]) * 1024 * 1024 // 8, np.uint8) for _ in range(8)]
+del buffers
+kept = jemalloc.dirty_bytes()
+started = start_idle_purge(lambda: 0)  # a worker that takes no request
+limit = time.monotonic() + 30
+while started and jemalloc.dirty_bytes() and time.monotonic() < limit:
+    time.sleep(0.05)
+print(started, kept, jemalloc.dirty_bytes(), [t.name for t in threading.enumerate() if t.daemon])
+"""
+
+
+def idle_probe(allocator: str, freed_mib: int) -> tuple[str, int, int, str]:
+    """A Python under `allocator` that frees `freed_mib` and waits (30 s at most) for its idle purge."""
+    try:
+        env = allocator_env(allocator)
+    except LookupError:
+        pytest.skip("libjemalloc2 is not installed (make test installs it)")
+    probe = subprocess.run(
+        [sys.executable, "-c", IDLE_PROBE, str(freed_mib)],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,  # a purge thread that keeps the process from ending
+    )
+    started, kept, after, threads = probe.stdout.split(maxsplit=3)
+    return started, int(kept), int(after), threads.strip()
+
+
+@pytest.mark.parametrize("freed_mib", [64, 16])
+def test_a_quiet_worker_under_jemalloc_gives_its_pages_back_by_itself(freed_mib):
+    """Under the gateway's MALLOC_CONF (no decay) the purge thread starts; pages freed past the
+    bound (64 MiB) go back at its first check, and under it (16 MiB) once the worker stays quiet."""
+    started, kept, after, threads = idle_probe("jemalloc", freed_mib)
+    assert started == "True" and kept >= (freed_mib - 4) * MIB and after == 0
+    assert threads == "['facecrop-idle-purge']"
+
+
+def test_a_jemalloc_that_decays_by_itself_gets_no_purge_thread():
+    started, _, _, threads = idle_probe("jemalloc-decay", 64)
+    assert (started, threads) == ("False", "[]")
+
+
+def test_no_purge_thread_on_glibc():
+    assert not start_idle_purge(lambda: 0)
+    assert "facecrop-idle-purge" not in [thread.name for thread in threading.enumerate()]
 
 
 class Expiring(Deadline):
