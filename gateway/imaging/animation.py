@@ -184,7 +184,8 @@ def animated_gif(frames: list[np.ndarray], durations: list[int], plays: int, qua
         paletted = transparent_gif_frames(pictures)
         # each frame replaces the last (disposal 2), which would show through its transparency; the
         # palettes as made (not optimised): the transparent entry is GIF_TRANSPARENT in every frame
-        clear = {"disposal": 2, "transparency": GIF_TRANSPARENT, "optimize": False}
+        # (each frame's own info says so: transparent_gif_frames)
+        clear = {"disposal": 2, "optimize": False}
     else:
         paletted, clear = [picture.quantize(256, method=Image.Quantize.FASTOCTREE) for picture in pictures], {}
     delays = gif_delays(durations)

@@ -20,6 +20,7 @@ from facecrop_client.batch import (
     ledger_of,
     manifest_path,
     todo_of,
+    videos_to_do,
 )
 from facecrop_client.sources import Folder, Item, ListFile, ObjectStore, SourceError, source_of
 
@@ -286,3 +287,15 @@ def test_a_listed_url_whose_server_says_nothing_is_refused_after_the_read_timeou
     with hostile_origin(b"a photo, after 8 s") as (base, state):
         error = read_from(ListFile(tmp_path / "photos.txt"), f"{base}late", state.stop)
     assert "Read timed out" in str(error), error
+
+
+def test_the_videos_to_do_are_those_of_the_tree_not_yet_written(tmp_path):
+    """batch --mode anonymize's videos: every video suffix in any case, in subfolders too, none
+    already in the output (a re-run continues), none under the output inside the tree, no photos."""
+    tree = tmp_path
+    for name in ("a.mp4", "b.MOV", "c/d.webm", "c/e.mkv", "f.jpg", "g.txt", "out/h.mp4"):
+        (tree / name).parent.mkdir(parents=True, exist_ok=True)
+        (tree / name).write_bytes(b"x")
+    (tree / "out" / "c").mkdir(parents=True)
+    (tree / "out" / "c" / "d.webm").write_bytes(b"done")
+    assert sorted(videos_to_do(tree, tree / "out")) == ["a.mp4", "b.MOV", "c/e.mkv"]

@@ -378,3 +378,45 @@ def test_transparency_kept_is_premultiplied_then_straight_again_as_pillow_has_it
 )
 def test_the_outputs_that_keep_transparency(requested, source, kept):
     assert keeps_alpha(requested, source) is kept
+
+
+def test_an_animation_at_exactly_its_pixel_budget_is_read_one_pixel_more_is_refused_naming_the_side():
+    limit = animation_module.MAX_ANIMATION_PIXELS
+    animation_module.check_cost(50, (1000, limit // 50_000), (10, 10), 1000)  # exactly the budget
+    with pytest.raises(ImageTooLarge) as refused:
+        animation_module.check_cost(50, (1000, 1001), (10, 10), 1000)
+    assert str(refused.value).endswith(
+        f"50 frames of 1000x1001 in are more than {limit} pixels; anim=false answers its first frame"
+    )
+    with pytest.raises(ImageTooLarge, match=f"50 frames of 1001x1000 out are more than {limit} pixels; anim=false"):
+        animation_module.check_cost(50, (10, 10), (1001, 1000), 1000)
+
+
+def test_a_gif_frame_without_a_duration_is_read_as_0_ms():
+    """A frame without a graphic control extension (Pillow writes none where nothing needs one)."""
+    frames = [Image.new("RGB", (4, 4), colour) for colour in ((255, 0, 0), (0, 0, 255))]
+    data = encoded_as(frames[0], "GIF", save_all=True, append_images=frames[1:])
+    with Image.open(io.BytesIO(data)) as image:
+        assert "duration" not in image.info  # the first frame says none
+    assert read_animation(data, WHITE, (4, 4), 2).durations == [0, 0]
+
+
+def test_an_animation_of_one_frame_is_read():
+    data = encoded_as(Image.new("RGB", (6, 4), (0, 0, 255)), "GIF", save_all=True, duration=[70])
+    for background in (WHITE, None):
+        one = read_animation(data, background, (6, 4), 1)
+        assert (one.size, one.durations, one.frames[0][0, 0].tolist()) == ((6, 4), [70], [255, 0, 0])
+
+
+def test_a_grown_canvas_is_filled_with_the_background_colour_asked_for():
+    small, large = np.zeros((2, 3, 3), np.uint8), np.full((4, 5, 3), 7, np.uint8)
+    placed = on_one_canvas([small, large], (0, 0, 255))
+    assert (placed[0][2:] == (0, 0, 255)).all() and (placed[0][:, 3:] == (0, 0, 255)).all()
+
+
+def test_a_transparent_frame_keeps_its_alpha_beside_opaque_ones():
+    clear = np.full((4, 5, 4), 90, np.uint8)
+    clear[..., 3] = 0
+    placed = on_one_canvas([clear, np.full((4, 5, 3), 7, np.uint8)], None)
+    assert (placed[0] == clear).all() and (placed[1] == (7, 7, 7, 255)).all()
+    assert [frame.shape for frame in on_one_canvas([clear], None)] == [(4, 5, 4)]
