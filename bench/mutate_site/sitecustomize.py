@@ -9,6 +9,8 @@ HITS = os.environ.get("FACECROP_MUTATE_HITS")
 if HITS and os.environ.get("MUTANT_UNDER_TEST") == "stats":
     import mutmut.stats
 
+    seen: set[str] = set()
+
     def record_hit(name: str, caller: str | None = None) -> None:
         """mutmut's record of a function reached, kept in a file the test's process reads."""
         if name not in seen:
@@ -16,5 +18,4 @@ if HITS and os.environ.get("MUTANT_UNDER_TEST") == "stats":
             with open(os.path.join(HITS, str(os.getpid())), "a") as hits:
                 hits.write(name + "\n")
 
-    seen: set[str] = set()
     mutmut.stats.record_trampoline_hit = record_hit  # before the trampolines import it

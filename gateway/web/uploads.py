@@ -37,8 +37,8 @@ class Part:
 
 class InMemoryFormParser(FormDataParser):
     """Werkzeug's form parsing, with multipart bodies read by python-multipart (Starlette's
-    parser: ~0.1 ms for a 140 KiB photo, where Werkzeug's took ~0.85 ms): every part held in
-    memory, never in a temporary file (the body is capped by MAX_CONTENT_LENGTH); more than
+    parser: a 140 KiB photo's upload read in 0.38 ms of CPU, where Werkzeug's took 0.85): every
+    part held in memory, never in a temporary file (the body is capped by MAX_CONTENT_LENGTH); more than
     max_form_parts parts, or a text field over max_form_memory_size bytes, is 413 as with
     Werkzeug's, and a body that is not multipart, or ends before its closing boundary, reads as no
     form at all (its ValueError)."""

@@ -159,22 +159,15 @@ def policy(worker: Worker, bound: int = 32 * MIB) -> IdlePurge:
 
 
 def test_a_busy_worker_keeps_its_pages_up_to_the_bound():
+    """Under the bound and at it exactly (32 MiB), nothing is purged; past it, at once."""
     worker = Worker()
     check = policy(worker)
-    for handled in range(1, 6):
-        worker.handled, worker.dirty = handled, 20 * MIB
-        assert not check.check()
-    worker.handled, worker.dirty = 6, 33 * MIB
-    assert check.check() and worker.dirty == 0
-
-
-def test_a_busy_worker_at_the_bound_keeps_its_pages():
-    worker = Worker()
-    check = policy(worker)
-    for handled in range(1, 4):
-        worker.handled, worker.dirty = handled, 32 * MIB
+    for handled, dirty_mib in enumerate((20, 20, 32, 32), start=1):
+        worker.handled, worker.dirty = handled, dirty_mib * MIB
         assert not check.check()
     assert worker.purges == 0
+    worker.handled, worker.dirty = 5, 33 * MIB
+    assert check.check() and worker.dirty == 0
 
 
 def test_a_quiet_worker_purges_once():

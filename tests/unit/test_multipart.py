@@ -19,14 +19,10 @@ BOUNDARY_LIKE = st.sampled_from([b"\r\n--", b"\r\n", b"--", b"\r", b"\n", b"\r\n
 CONTENT = st.lists(st.one_of(st.binary(max_size=300), BOUNDARY_LIKE), max_size=8).map(b"".join)
 
 
-def read(parser_class: type[FormDataParser], body: bytes, content_type: str, **limits) -> tuple:
-    """(fields, files as (name, filename, type, bytes)) or the error, as `parser_class` reads the body."""
-    parser = parser_class(
-        cls=MultiDict,
-        silent=True,
-        max_form_memory_size=limits.get("memory", 500_000),
-        **{"max_form_parts": limits.get("parts", 1000)},
-    )
+def read(parser_class: type[FormDataParser], body: bytes, content_type: str, parts: int = 1000) -> tuple:
+    """(fields, files as (name, filename, type, bytes)) or the error, as `parser_class` reads the body
+    under Flask's default limits (500 kB of text a field, `parts` parts)."""
+    parser = parser_class(cls=MultiDict, silent=True, max_form_memory_size=500_000, max_form_parts=parts)
     mimetype, _, options = content_type.partition("; boundary=")
     try:
         _, form, files = parser.parse(io.BytesIO(body), mimetype, len(body), {"boundary": options} if options else {})
