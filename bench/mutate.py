@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import json
 import os
 import re
@@ -96,16 +97,32 @@ def module_of(mutant: str) -> str:
 
 def run_mutmut(modules: list[str]) -> None:
     """mutmut on `modules` (all of only_mutate where empty), in the staged tree, with the shared
-    photos where the tests find them."""
+    photos where the tests find them: first each function's first mutant (mutmut makes every mutant
+    and maps which tests reach which function as it starts), then every other one but those that
+    change only wording (`wording_only`: no test is to catch them, and each would run every test
+    that reaches its function, a command line's parser reaches them all)."""
     stage()
     env = dict(os.environ)
     env["FACECROP_SHARED"] = str(SHARED)
-    patterns = [mutant_prefix(module) + "*" for module in modules]
-    mutmut = Path(sys.executable).parent / "mutmut"
-    subprocess.run([str(mutmut), "run", *patterns], cwd=STAGE, env=env, check=False)
+    prefixes = [mutant_prefix(module) for module in modules] or [""]
+    mutmut = str(Path(sys.executable).parent / "mutmut")
+    subprocess.run([mutmut, "run", *(prefix + "*__mutmut_1" for prefix in prefixes)], cwd=STAGE, env=env, check=False)
+    rest = [
+        name
+        for name, status in statuses().items()
+        if status == "not checked" and name.startswith(tuple(prefixes)) and not message_only(name)
+    ]
+    if rest:
+        subprocess.run([mutmut, "run", *rest], cwd=STAGE, env=env, check=False)
 
 
 STRING = re.compile(r"""[rbuf]*("[^"\\]*(?:\\.[^"\\]*)*"|'[^'\\]*(?:\\.[^'\\]*)*')""")
+
+
+@functools.cache
+def functions_in(path: Path) -> dict[str, ast.FunctionDef]:
+    """A mutated file's functions by name (read once: a module's mutated file runs to megabytes)."""
+    return {node.name: node for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.FunctionDef)}
 
 
 def changed_lines(mutant: str) -> tuple[list[str], list[str]]:
@@ -117,7 +134,7 @@ def changed_lines(mutant: str) -> tuple[list[str], list[str]]:
     path = MUTANTS / base / Path(*parts[1:]).with_suffix(".py") if len(parts) > 1 else MUTANTS / f"{base}/__init__.py"
     if len(parts) > 1 and not path.is_file():
         path = MUTANTS / base / Path(*parts[1:]) / "__init__.py"
-    tree = {node.name: node for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.FunctionDef)}
+    tree = functions_in(path) if path.is_file() else {}  # a module whose mutants were never made
     original, mutated = tree.get(function.rsplit("__mutmut_", 1)[0] + "__mutmut_orig"), tree.get(function)
     if original is None or mutated is None:
         return [], []
@@ -128,18 +145,40 @@ def changed_lines(mutant: str) -> tuple[list[str], list[str]]:
 
 
 def message_only(mutant: str) -> bool:
-    """Whether a survivor changes only the wording of an error's message: the lines it changes
-    raise the same error, the same but for the text of their string literals (or None for it)."""
-    removed, added = changed_lines(mutant)
+    """Whether a survivor changes only wording: an error's message or a command line's help."""
+    return wording_only(*changed_lines(mutant))
+
+
+# What a command line's options and commands say in its --help, and nothing else reads.
+HELP_KEYWORDS = frozenset({"help", "description", "metavar"})
+
+
+def wording_only(removed: list[str], added: list[str]) -> bool:
+    """Whether the lines a mutant changes (`changed_lines`) differ only in wording: they raise the
+    same error but for the text of their string literals (or None for it), or they make the same
+    calls but for their help text (HELP_KEYWORDS' arguments, changed or left out)."""
 
     def wordless(line: str) -> str:
         return STRING.sub("S", line).replace("(None)", "(S)").replace(", None)", ", S)")
 
-    return (
-        bool(removed)
-        and all("raise " in line for line in removed + added)
-        and ([wordless(line) for line in removed] == [wordless(line) for line in added])
-    )
+    if not removed or len(removed) != len(added):
+        return False
+    if all("raise " in line for line in removed + added):
+        return [wordless(line) for line in removed] == [wordless(line) for line in added]
+    return all(without_help(before) == without_help(after) is not None for before, after in zip(removed, added))
+
+
+def without_help(line: str) -> str | None:
+    """A statement without its calls' help text (HELP_KEYWORDS' arguments); None where the line is
+    not a statement of its own (a loop's or a block's first line)."""
+    try:
+        tree = ast.parse(line.strip())
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            node.keywords = [keyword for keyword in node.keywords if keyword.arg not in HELP_KEYWORDS]
+    return ast.unparse(tree)
 
 
 def statuses() -> dict[str, str]:
@@ -181,7 +220,7 @@ def report(found: dict[str, str], modules: list[str], known: dict[str, str]) -> 
             continue
         if status == "survived" and name in known:
             status = "equivalent"
-        elif status == "survived" and message_only(name):
+        elif status in ("survived", "not checked") and message_only(name):  # wording is not run
             status = "message"
         by_module.setdefault(module_of(name), Counter())[status] += 1
     for module, counts in sorted(by_module.items()):
@@ -191,7 +230,8 @@ def report(found: dict[str, str], modules: list[str], known: dict[str, str]) -> 
         every &= score >= TARGET and not counts["not checked"]
         lines.append(
             f"| {module} | {sum(counts.values())} | {caught} | {counts['survived']} | {counts['no tests']} "
-            f"| {counts['equivalent']} | {counts['message']} | {counts['not checked']} | {score:.1%}"
+            f"| {counts['equivalent']} | {counts['message']} | {counts['not checked']} "
+            f"| {f'{score:.1%}' if judged or not counts['not checked'] else 'none judged'}"
             f"{'' if score >= TARGET else ' **below 90 %**'} |"
         )
     return lines, every

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -20,12 +21,24 @@ SAVED = pytest.StashKey[dict[str, str | None]]()  # what the two variables were 
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """A folder for the hits, and the mutated tree first for every Python the tests start."""
+    """A folder for the hits, and the mutated tree first for every Python the tests start; a
+    progress bars' lock of this process's own (see own_progress_lock)."""
+    own_progress_lock()
     mutants = Path.cwd()  # mutmut runs the tests in its mutants/
     paths = [str(SITE), str(mutants), str(mutants / "src"), os.environ.get("PYTHONPATH", "")]
     config.stash[SAVED] = {name: os.environ.get(name) for name in (HITS, "PYTHONPATH")}
     os.environ[HITS] = tempfile.mkdtemp(prefix="mutmut-hits-")
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
+
+
+def own_progress_lock() -> None:
+    """tqdm's lock for its bars is a semaphore shared by every process forked from the one that made
+    it: mutmut runs each mutant in a fork of one, and stops one past its time with a signal, which may
+    come while it holds that lock; every later fork then waited for it, for good (its mutant counted
+    as caught, by the clock). Each test process gets a lock of its own."""
+    from tqdm import tqdm
+
+    tqdm.set_lock(threading.RLock())
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -4,14 +4,16 @@ stand-in, small helpers for talking to the running stack, and the pages in Chrom
 from __future__ import annotations
 
 import functools
+import io
 import json
 import math
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -427,9 +429,9 @@ def refusal(status: int, code: str) -> tuple[int, dict[str, str], bytes]:
 
 class _Service(BaseHTTPRequestHandler):
     """GET /healthz: 200 while `server.healthy` (else the connection closed unanswered); the n-th POST
-    (from 0): where `server.unanswered(body)` gives seconds, its connection closed unanswered after
-    them (math.inf: once the service closes), else `server.answer_for(n)`, or the connection closed
-    unanswered where it is None (a service gone away)."""
+    (from 0), its path and body kept in `server.requests`: where `server.unanswered(body)` gives
+    seconds, its connection closed unanswered after them (math.inf: once the service closes), else
+    `server.answer_for(n)`, or the connection closed unanswered where it is None (a service gone away)."""
 
     def do_GET(self) -> None:
         if not self.server.healthy:  # type: ignore[attr-defined]
@@ -442,6 +444,7 @@ class _Service(BaseHTTPRequestHandler):
         with self.server.lock:  # type: ignore[attr-defined]
             turn = self.server.posts  # type: ignore[attr-defined]
             self.server.posts += 1  # type: ignore[attr-defined]
+            self.server.requests.append((self.path, body))  # type: ignore[attr-defined]
         held = self.server.unanswered(body)  # type: ignore[attr-defined]
         if held is not None:
             self.server.closing.wait(None if held == math.inf else held)  # type: ignore[attr-defined]
@@ -462,11 +465,12 @@ class _Service(BaseHTTPRequestHandler):
 def scripted_service(answer_for, unanswered=lambda body: None) -> Iterator[ThreadingHTTPServer]:
     """A stand-in for the service on a loopback port, answering each POST as `answer_for(n)` says
     (one for whose body `unanswered` gives seconds: its connection closed after them, unanswered); its
-    `posts` counts them, `url` is its address, and `healthy` set False leaves its /healthz unanswered
-    too (nothing answers)."""
+    `posts` counts them, `requests` holds each one's path and body, `url` is its address, and
+    `healthy` set False leaves its /healthz unanswered too (nothing answers)."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Service)
     server.daemon_threads = True
     server.answer_for, server.posts, server.lock = answer_for, 0, threading.Lock()  # type: ignore[attr-defined]
+    server.requests = []  # type: ignore[attr-defined]
     server.unanswered, server.closing, server.healthy = unanswered, threading.Event(), True  # type: ignore[attr-defined]
     server.url = f"http://127.0.0.1:{server.server_port}"  # type: ignore[attr-defined]
     with serving(server):
@@ -482,7 +486,7 @@ Server = TypeVar("Server", bound=BaseServer)
 @contextmanager
 def serving(server: Server) -> Iterator[Server]:
     """`server` (a socketserver) answering on a thread of its own until the block ends, then closed."""
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)  # shut down in 0.02 s
     thread.start()
     try:
         yield server
@@ -500,3 +504,47 @@ class TickingClock:
     def __call__(self) -> float:
         self.reads += 1
         return float(self.reads)
+
+
+# The `facecrop` command as users run it: the console script pip installs beside this Python (the
+# package imported by its name; `python -m` would run it as __main__, which mutmut's map of which
+# test reaches which function, and its choice of the mutant to run, would not recognise).
+FACECROP = [str(Path(sys.executable).with_name("facecrop"))]
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What a `facecrop` command did: its exit status, standard output (bytes) and error (text)."""
+
+    returncode: int
+    stdout: bytes
+    stderr: str
+
+    def lines(self) -> list[dict]:
+        """Standard output's JSON Lines."""
+        return [json.loads(line) for line in self.stdout.decode().splitlines()]
+
+
+def facecrop_here(*argv: str, stdin: bytes = b"") -> Ran:
+    """`facecrop ARGV` run in this process (facecrop_client.cli.main) with `stdin` as its standard
+    input, where a test needs no signal: as a separate Python runs it, but a mutant of the client
+    is judged without a Python started per run. A usage error (argparse's exit) is status 2; the
+    SIGTERM handler a batch sets is put back."""
+    from facecrop_client.cli import main
+
+    out, err = io.BytesIO(), io.StringIO()
+    stdout = io.TextIOWrapper(out, encoding="utf-8", write_through=True)
+    stdin_text = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
+    handler = signal.getsignal(signal.SIGTERM)
+    kept_stdin, sys.stdin = sys.stdin, stdin_text
+    try:
+        with redirect_stdout(stdout), redirect_stderr(err):
+            try:
+                code = main(list(argv))
+            except SystemExit as exited:
+                code = exited.code if isinstance(exited.code, int) else 1
+    finally:
+        sys.stdin = kept_stdin
+        signal.signal(signal.SIGTERM, handler)
+    stdout.flush()
+    return Ran(code, out.getvalue(), err.getvalue())

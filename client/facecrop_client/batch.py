@@ -20,7 +20,7 @@ from typing import Any, Callable, TextIO
 
 from tqdm import tqdm
 
-from facecrop_client.client import AnyClient, FacecropError
+from facecrop_client.client import UNREADABLE_ANSWER, AnyClient, FacecropError
 from facecrop_client.models import AnonymizeResult, CropResult
 from facecrop_client.sources import Folder, Item, Source
 
@@ -188,11 +188,12 @@ class PictureSink:
 
 # Failures of the service's or of this client's, not the photo's: nobody answers (after the
 # retries), the key is refused (401, 403), the address is not facecrop's (404: no upload is ever
-# answered so), the service is unavailable past the retries (503), the outputs' storage is full or
-# read-only (storage_error). Every photo after would fail the same way, so the run stops at the
-# first, which is not counted as the photo's failure (the next run does it).
+# answered so; a success that is not facecrop's answer: a login page, a proxy's own), the service is
+# unavailable past the retries (503), the outputs' storage is full or read-only (storage_error).
+# Every photo after would fail the same way, so the run stops at the first, which is not counted as
+# the photo's failure (the next run does it).
 RUN_STOPPING_STATUSES = frozenset({401, 403, 404, 503})
-RUN_STOPPING_CODES = frozenset({"connection_error", "storage_error"})
+RUN_STOPPING_CODES = frozenset({"connection_error", "storage_error", UNREADABLE_ANSWER})
 # A photo the service took but never answered (past --timeout and the retries) while it still answers
 # (its /healthz): that photo's failure, unless so many fail so in a row that the service is what fails.
 NOT_ANSWERED = "not_answered"

@@ -7,7 +7,8 @@ import json
 import random
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Union
 from urllib.parse import urlencode
@@ -21,6 +22,7 @@ ImageInput = Union[str, Path, bytes, bytearray, BinaryIO]
 # replica went away mid-request): the gateway answers an upload no 502 of its own, and every call
 # here is a pure function of its body, so sending it again is safe.
 RETRYABLE_STATUSES = frozenset({429, 502, 503})
+UNREADABLE_ANSWER = "unreadable_answer"  # a success (2xx) that is not facecrop's answer
 
 
 class FacecropError(Exception):
@@ -79,29 +81,32 @@ class Client:
     def detect(self, image: ImageInput, **params) -> Detection:
         """Faces in `image` (a path, bytes or a binary file); params as for POST /v1/detect."""
         response = self._post("/v1/detect", read_image(image), params)
-        return Detection.from_json(json.loads(response.data))
+        with facecrops_answer(response):
+            return Detection.from_json(json.loads(response.data))
 
     def crop(self, image: ImageInput, **params) -> CropResult:
         """A face-centred crop of `image`; params as for POST /v1/crop (width, height, zoom, ...)."""
         response = self._post("/v1/crop", read_image(image), params)
-        x, y, width, height = (int(v) for v in response.headers["X-Crop-Rect"].split(","))
-        return CropResult(
-            content=response.data,
-            content_type=response.headers.get("Content-Type", ""),
-            region=Rectangle(x, y, width, height),
-            face_count=int(response.headers["X-Face-Count"]),
-            request_id=response.headers.get("X-Request-ID", ""),
-        )
+        with facecrops_answer(response):
+            x, y, width, height = (int(v) for v in response.headers["X-Crop-Rect"].split(","))
+            return CropResult(
+                content=response.data,
+                content_type=response.headers.get("Content-Type", ""),
+                region=Rectangle(x, y, width, height),
+                face_count=int(response.headers["X-Face-Count"]),
+                request_id=response.headers.get("X-Request-ID", ""),
+            )
 
     def anonymize(self, image: ImageInput, **params) -> AnonymizeResult:
         """`image` with every face hidden; params as for POST /v1/anonymize (method, strength, margin, ...)."""
         response = self._post("/v1/anonymize", read_image(image), params)
-        return AnonymizeResult(
-            content=response.data,
-            content_type=response.headers.get("Content-Type", ""),
-            face_count=int(response.headers["X-Face-Count"]),
-            request_id=response.headers.get("X-Request-ID", ""),
-        )
+        with facecrops_answer(response):
+            return AnonymizeResult(
+                content=response.data,
+                content_type=response.headers.get("Content-Type", ""),
+                face_count=int(response.headers["X-Face-Count"]),
+                request_id=response.headers.get("X-Request-ID", ""),
+            )
 
     def _post(self, path: str, body: bytes, params: Mapping[str, object]) -> urllib3.BaseHTTPResponse:
         query = urlencode({k: _text(v) for k, v in params.items() if v is not None})
@@ -147,11 +152,24 @@ def _text(value: object) -> str:
 def _error_of(response: urllib3.BaseHTTPResponse) -> FacecropError:
     try:
         error = json.loads(response.data)["error"]
-        code, message = error["code"], error["message"]
+        return FacecropError(response.status, error["code"], error["message"], response.headers.get("X-Request-ID", ""))
     except (ValueError, KeyError, TypeError):
-        answer = response.data[:200].decode(errors="replace").strip() or "(empty)"
-        code = "http_error"
-        message = f"not an answer of facecrop's (is the address the gateway's, not Triton's?): {answer}"
+        return _not_facecrops(response, "http_error")
+
+
+@contextmanager
+def facecrops_answer(response: urllib3.BaseHTTPResponse) -> Iterator[None]:
+    """Reading a success's body and headers: one that is not facecrop's (a login page, a proxy's own
+    page, headers a proxy dropped) is a FacecropError (`unreadable_answer`), not a KeyError."""
+    try:
+        yield
+    except (ValueError, KeyError, TypeError) as error:
+        raise _not_facecrops(response, UNREADABLE_ANSWER) from error
+
+
+def _not_facecrops(response: urllib3.BaseHTTPResponse, code: str) -> FacecropError:
+    answer = response.data[:200].decode(errors="replace").strip() or "(empty)"
+    message = f"not an answer of facecrop's (is the address the gateway's, not Triton's?): {answer}"
     return FacecropError(response.status, code, message, response.headers.get("X-Request-ID", ""))
 
 

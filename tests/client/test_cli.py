@@ -3,15 +3,14 @@
 import os
 import pty
 import subprocess
-import sys
 import time
 
 import pytest
 
 from facecrop_client.cli import client_of, parser
+from tests.support import FACECROP, facecrop_here
 
 URL = "http://facecrop.example:8080"
-FACECROP = [sys.executable, "-m", "facecrop_client.cli"]
 DOWN = "http://127.0.0.1:9"  # nothing listens on the discard port
 
 
@@ -53,21 +52,17 @@ def test_service_options_fall_back_to_the_environment_then_the_defaults(monkeypa
     assert client.base_url == "http://127.0.0.1:8080" and "Authorization" not in client.headers
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*FACECROP, *args], capture_output=True, text=True, timeout=120)
-
-
 @pytest.mark.parametrize("command", ["detect", "crop"])
 def test_a_missing_photo_is_one_line_naming_it(tmp_path, command):
     missing = tmp_path / "missing.jpg"
     output = ["--out", str(tmp_path)] if command == "crop" else []
-    result = run_cli(command, str(missing), *output, "--url", DOWN)
+    result = facecrop_here(command, str(missing), *output, "--url", DOWN)
     assert result.returncode == 1
     assert result.stderr == f"facecrop: {missing}: No such file or directory\n"
 
 
 def test_a_missing_folder_is_one_line_naming_it(tmp_path):
-    result = run_cli("batch", str(tmp_path / "nowhere"), str(tmp_path / "out.jsonl"), "--mode", "detect")
+    result = facecrop_here("batch", str(tmp_path / "nowhere"), str(tmp_path / "out.jsonl"), "--mode", "detect")
     assert result.returncode == 1
     assert (
         result.stderr
@@ -83,8 +78,8 @@ def test_a_service_that_is_down_is_one_line_naming_its_address_at_once(tmp_path,
         [str(photo)] if command == "detect" else [str(tmp_path), str(tmp_path / "out.jsonl"), "--mode", "detect"]
     )
     started = time.monotonic()
-    result = run_cli(command, *arguments, "--url", DOWN)
-    assert result.returncode == 1 and result.stdout == ""
+    result = facecrop_here(command, *arguments, "--url", DOWN)
+    assert result.returncode == 1 and result.stdout == b""
     [line] = result.stderr.splitlines()
     assert line.startswith(f"facecrop: cannot reach {DOWN}: Connection refused"), line
     assert time.monotonic() - started < 3  # no retries: nobody ever answered there
@@ -100,17 +95,17 @@ def test_a_batch_removes_what_a_run_killed_outright_left_half_written(tmp_path):
     left.write_bytes(b"half")
     mine = tmp_path / "out" / "notes.partial.txt"
     mine.write_bytes(b"not ours")
-    result = run_cli("batch", str(tmp_path / "photos"), str(tmp_path / "out"), "--mode", "crop", "--url", DOWN)
+    result = facecrop_here("batch", str(tmp_path / "photos"), str(tmp_path / "out"), "--mode", "crop", "--url", DOWN)
     assert result.returncode == 1 and not left.exists() and mine.exists(), result.stderr
 
 
-def test_a_batch_into_the_current_folder_is_run_not_a_traceback(tmp_path):
+def test_a_batch_into_the_current_folder_is_run_not_a_traceback(tmp_path, monkeypatch):
     """`facecrop batch photos .`: the output `.` has no name to put the manifest beside (a
     ValueError's traceback, before the service was asked anything)."""
     (tmp_path / "photos").mkdir()
-    command = [*FACECROP, "batch", "photos", ".", "--mode", "crop", "--url", DOWN]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    monkeypatch.chdir(tmp_path)
+    result = facecrop_here("batch", "photos", ".", "--mode", "crop", "--url", DOWN)
+    assert result.returncode == 1
     assert result.stderr.startswith(f"facecrop: cannot reach {DOWN}"), result.stderr
 
 

@@ -6,7 +6,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -21,9 +20,7 @@ from evaluation.images import ASTRONAUT, CROWD, encoded, moving_face_frames, pho
 from evaluation.origins import OriginState, photo_origin
 from facecrop_client import Client, Face, FacecropError
 from local_triton.processes import SHARED_FACES
-from tests.support import Gate, gated, restore_ctrl_c
-
-FACECROP = [sys.executable, "-m", "facecrop_client.cli"]
+from tests.support import FACECROP, Gate, gated, restore_ctrl_c
 
 
 def test_detect_accepts_paths_bytes_and_files_and_returns_typed_faces(stack):

@@ -5,13 +5,14 @@ node killed mid-job loses nothing, and a re-run writes nothing new."""
 
 from __future__ import annotations
 
+import io
 import json
 import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import av
 import numpy as np
@@ -21,12 +22,11 @@ from PIL import Image
 from evaluation.clips import build_clip
 from evaluation.images import labeled_set
 from evaluation.origins import photo_origin
-from tests.support import Gate, gated, refusal, restore_ctrl_c, scripted_service
+from tests.support import FACECROP, Gate, gated, json_answer, refusal, restore_ctrl_c, scripted_service
 
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
-FACECROP = [sys.executable, "-m", "facecrop_client.cli"]
 PHOTOS = 10
 
 
@@ -41,6 +41,35 @@ def cluster() -> Iterator[Cluster]:
         yield cluster
     finally:
         cluster.shutdown()
+
+
+# `cluster`'s nodes, made by a Python of its own that prints the head's address and shuts them down
+# once its standard input ends.
+CLUSTER_ELSEWHERE = """
+import sys
+from ray.cluster_utils import Cluster
+cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+for _ in range(2):
+    cluster.add_node(num_cpus=1)
+cluster.wait_for_nodes()
+print(cluster.address, flush=True)
+sys.stdin.read()
+cluster.shutdown()
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster_elsewhere() -> Iterator[str]:
+    """The address of a cluster as `cluster`'s, made by a Python of its own: where the tests run in a
+    forked process (make mutate's), Ray's gRPC client cannot start in it once the parent has used one."""
+    maker = subprocess.Popen(
+        [sys.executable, "-c", CLUSTER_ELSEWHERE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        yield maker.stdout.readline().strip()
+    finally:
+        maker.stdin.close()
+        maker.wait(120)
 
 
 @pytest.fixture(scope="module")
@@ -281,12 +310,12 @@ def test_an_unreachable_cluster_is_one_line_at_once(stack, tree, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_a_refused_key_stops_the_job_on_the_cluster(cluster, tree, tmp_path):
+def test_a_refused_key_stops_the_job_on_the_cluster(cluster_elsewhere, tree, tmp_path):
     """Every task's photos refused (401): the job stops at the first answer back, which is the
     service's failure, not a photo's (no failure line; the next run does them all)."""
     output = tmp_path / "faces.jsonl"
     with scripted_service(lambda n: refusal(401, "unauthorized")) as service:
-        done = facecrop(service.url, "batch", str(tree), str(output), "--mode", "detect", ray_address=cluster.address)
+        done = facecrop(service.url, "batch", str(tree), str(output), "--mode", "detect", ray_address=cluster_elsewhere)
     assert done.returncode == 1, done.stderr
     assert "stopped (run again to continue)" in done.stderr and "why: 401 unauthorized" in done.stderr
     assert not output.with_name("faces.jsonl.failures.jsonl").read_text()
@@ -370,3 +399,32 @@ def test_anonymize_from_a_list_on_ray_ends_as_on_one_machine(stack, tree, tmp_pa
         written = sorted(p.relative_to(tmp_path / engine) for p in (tmp_path / engine).rglob("*.jpg"))
         assert len(written) == 4 and len(manifest(tmp_path / engine)) == 4, engine
     assert sorted(files(tmp_path / "ray")) == sorted(files(tmp_path / "local"))
+
+
+def test_a_video_on_the_cluster_sends_every_frame_with_its_options_and_tells_its_summary(
+    cluster_elsewhere, tree, tmp_path
+):
+    """`video --ray` against a stand-in for the service that finds no face: every frame sent once, with
+    the options given, the video written whole and its summary told as on one machine."""
+    clip, output = tree / "clips" / "street.mp4", tmp_path / "out.mp4"
+
+    def no_face(turn: int):
+        width, height = Image.open(io.BytesIO(service.requests[turn][1])).size
+        return json_answer(200, {"image": {"width": width, "height": height}, "faces": []})
+
+    with scripted_service(no_face) as service:
+        done = facecrop(service.url, "video", str(clip), str(output), "--json", "--min-confidence", "30",
+                        ray_address=cluster_elsewhere)  # fmt: skip
+    count = len(frames(clip))
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert (summary["source"], summary["output"], summary["frames"], summary["faces"]) == (
+        str(clip),
+        str(output),
+        count,
+        0,
+    )
+    assert done.stderr.startswith(f"{count} frames (0 skipped), 0 faces")
+    sent = [dict(parse_qsl(urlsplit(path).query)) for path, _ in service.requests]
+    assert len(sent) == count and all(options["min_confidence"] == "30.0" for options in sent)
+    assert len(frames(output)) == count

@@ -93,3 +93,24 @@ def test_api_key_is_sent(server):
     server.script = [ok()]
     client_for(server, api_key="s3cret").detect(b"bytes")
     assert server.seen[0][2]["Authorization"] == "Bearer s3cret"
+
+
+@pytest.mark.parametrize(
+    "method, answered",
+    [
+        ("detect", (200, {"Content-Type": "text/html"}, b"<html>sign in</html>")),
+        ("detect", json_answer(200, {"faces": []})),  # JSON, but not facecrop's
+        ("crop", (200, {"Content-Type": "image/jpeg", "X-Face-Count": "1"}, b"picture")),  # X-Crop-Rect dropped
+        ("crop", (200, {"Content-Type": "image/jpeg", "X-Face-Count": "1", "X-Crop-Rect": "1,2"}, b"picture")),
+        ("anonymize", (200, {"Content-Type": "image/jpeg"}, b"picture")),  # X-Face-Count dropped
+    ],
+)
+def test_a_success_that_is_not_facecrops_answer_raises_at_once_saying_what_came_back(server, method, answered):
+    server.script = [answered]
+    with pytest.raises(FacecropError) as raised:
+        getattr(client_for(server), method)(b"bytes")
+    error = raised.value
+    assert (error.status, error.code) == (200, "unreadable_answer") and len(server.seen) == 1
+    assert error.message == (
+        "not an answer of facecrop's (is the address the gateway's, not Triton's?): " + answered[2].decode()
+    )

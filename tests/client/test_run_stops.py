@@ -10,8 +10,6 @@ import inspect
 import json
 import math
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,9 +20,8 @@ from facecrop_client import Client
 from facecrop_client.batch import UNANSWERED_IN_A_ROW, DetectSink, PictureSink, reason, run_batch
 from facecrop_client.on_ray import PhotoJob, Service, one_photo
 from facecrop_client.sources import Folder, Item
-from tests.support import ONE_FACE, json_answer, refusal, scripted_service
+from tests.support import ONE_FACE, Ran, facecrop_here, json_answer, refusal, scripted_service
 
-FACECROP = [sys.executable, "-m", "facecrop_client.cli"]
 PHOTOS = 40
 CONCURRENCY = 2  # at most 2 x 2 photos in flight (run_batch's window)
 
@@ -38,11 +35,11 @@ def photos(tmp_path) -> Path:
     return folder
 
 
-def facecrop(url: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*FACECROP, "--url", url, *args], capture_output=True, text=True, timeout=120)
+def facecrop(url: str, *args: str) -> Ran:
+    return facecrop_here("--url", url, *args)
 
 
-def batch(url: str, photos: Path, output: Path) -> subprocess.CompletedProcess:
+def batch(url: str, photos: Path, output: Path) -> Ran:
     return facecrop(url, "batch", str(photos), str(output), "--mode", "detect", "--concurrency", str(CONCURRENCY), "-q")
 
 

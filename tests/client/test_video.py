@@ -4,7 +4,6 @@ import json
 import re
 import signal
 import subprocess
-import sys
 import time
 from fractions import Fraction
 from pathlib import Path
@@ -16,9 +15,8 @@ import pytest
 from evaluation.clips import build_clip
 from evaluation.hidden import video_hiding
 from evaluation.images import CROWD, photo
-from tests.support import Gate, gated, restore_ctrl_c
+from tests.support import FACECROP, Gate, gated, restore_ctrl_c
 
-FACECROP = [sys.executable, "-m", "facecrop_client.cli"]
 # Faces hidden on the 40-frame clip at the defaults, within 0.01 of what they measure (0.880,
 # 2026-11-24; --fast 0.873); a plain re-encode hides none.
 HIDDEN_FLOOR = 0.87
