@@ -428,3 +428,35 @@ def test_a_video_on_the_cluster_sends_every_frame_with_its_options_and_tells_its
     sent = [dict(parse_qsl(urlsplit(path).query)) for path, _ in service.requests]
     assert len(sent) == count and all(options["min_confidence"] == "30.0" for options in sent)
     assert len(frames(output)) == count
+
+
+def test_a_batch_anonymizing_a_tree_on_the_cluster_hides_its_videos_too(cluster_elsewhere, tree, tmp_path):
+    """`batch --mode anonymize --ray` on a folder, against a stand-in that answers each photo with its
+    own bytes and finds no face in a frame: every photo written, and each video too, whole, its frames
+    sent with the options given."""
+    output = tmp_path / "out"
+
+    def answer_for(turn: int):
+        path, body = service.requests[turn]
+        if path.startswith("/v1/detect"):
+            width, height = Image.open(io.BytesIO(body)).size
+            return json_answer(200, {"image": {"width": width, "height": height}, "faces": []})
+        return 200, {"Content-Type": "image/jpeg", "X-Face-Count": "0"}, body
+
+    with scripted_service(answer_for) as service:
+        done = facecrop(service.url, "batch", str(tree), str(output), "--mode", "anonymize", "--json",
+                        "--min-confidence", "30", ray_address=cluster_elsewhere)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (json.loads(done.stdout)["succeeded"], json.loads(done.stdout)["failed"]) == (PHOTOS, 0)
+    written = files(output)
+    photos = [name for name in written if not name.endswith(".mp4")]
+    assert len(photos) == PHOTOS and all(written[name] == (tree / name).read_bytes() for name in photos)
+    for clip in ("clips/street.mp4", "clips/turned.mp4"):
+        assert len(frames(output / clip)) == len(frames(tree / clip)), clip
+    frame_calls = [
+        dict(parse_qsl(urlsplit(path).query)) for path, _ in service.requests if path.startswith("/v1/detect")
+    ]
+    assert len(frame_calls) == sum(len(frames(tree / clip)) for clip in ("clips/street.mp4", "clips/turned.mp4"))
+    assert all(options["min_confidence"] == "30.0" for options in frame_calls)
+    videos = [row for row in manifest(output) if row["source"].endswith(".mp4")]
+    assert sorted(row["source"] for row in videos) == ["clips/street.mp4", "clips/turned.mp4"]
