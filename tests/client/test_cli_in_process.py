@@ -66,6 +66,19 @@ def stand_in(**answering) -> Iterator:
         yield service
 
 
+@contextmanager
+def refusing_photos_of(faces: int) -> Iterator:
+    """A stand-in for /v1/detect that refuses (415) each photo of `faces` faces and finds the others'."""
+    with scripted_service(None) as service:
+
+        def answer_for(turn: int):
+            _, body = service.requests[turn]
+            return refusal(415, "unsupported_image") if body[0] == faces else json_answer(200, faces_of(body))
+
+        service.answer_for = answer_for
+        yield service
+
+
 @pytest.fixture
 def service():
     with stand_in() as service:
@@ -209,12 +222,7 @@ def test_a_photos_own_failure_is_one_line_and_the_others_are_still_done(tmp_path
     """A missing file and a refused photo each say why; the others are answered; exit status 1."""
     photos = [photo_file(tmp_path, f"{n}.jpg", n) for n in range(1, 4)]
     missing = tmp_path / "missing.jpg"
-
-    def answer_for(turn: int):
-        _, body = service.requests[turn]
-        return refusal(415, "unsupported_image") if body[0] == 2 else json_answer(200, faces_of(body))
-
-    with scripted_service(answer_for) as service:
+    with refusing_photos_of(2) as service:
         ran = facecrop_here(
             "detect", str(photos[0]), str(missing), str(photos[1]), str(photos[2]), "--url", service.url
         )
@@ -260,14 +268,9 @@ def test_an_output_that_would_overwrite_its_photo_or_another_photos_is_refused_a
 def test_a_batch_sends_its_options_writes_each_answer_and_counts_what_failed(tmp_path):
     photos = tmp_path / "photos"
     named = [photo_file(photos, name, faces) for name, faces in (("a.jpg", 1), ("b/c.jpg", 2), ("d.jpg", 3))]
-
-    def answer_for(turn: int):
-        _, body = service.requests[turn]
-        return refusal(415, "unsupported_image") if body[0] == 2 else json_answer(200, faces_of(body))
-
     output = tmp_path / "faces.jsonl"
     options = ["--min-confidence", "40", "--detail", "auto", "--max-faces", "7", "--concurrency", "1", "--json", "-q"]
-    with scripted_service(answer_for) as service:
+    with refusing_photos_of(2) as service:
         ran = facecrop_here("batch", str(photos), str(output), "--mode", "detect", *options, "--url", service.url)
     assert ran.returncode == 1
     summary = json.loads(ran.stdout)
@@ -648,7 +651,7 @@ def test_sigterm_during_a_batchs_videos_ends_it_as_ctrl_c_does_leaving_no_partia
     photo_file(photos, "a.jpg", 0)
     clip_file(photos / "clip.mp4")
     out = tmp_path / "out"
-    with stand_in(finds=lambda body: {"image": dict(zip(("width", "height"), SIZE)), "faces": []}) as service:
+    with seeing_no_face() as service:
         answer = service.answer_for
 
         def stopped_at_the_first_frame(turn: int):

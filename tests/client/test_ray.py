@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
@@ -28,13 +29,14 @@ ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
 PHOTOS = 10
+HEAD_NODE = {"num_cpus": 0, "include_dashboard": False}  # the clusters' head: it runs no task
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
     """A head that runs no task (num_cpus 0: the job's driver joins it) and two worker nodes of one
     CPU each, so every task runs on a worker node and killing one always stops tasks."""
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    cluster = Cluster(initialize_head=True, head_node_args=HEAD_NODE)
     cluster.workers = [cluster.add_node(num_cpus=1) for _ in range(2)]  # type: ignore[attr-defined]
     cluster.wait_for_nodes()
     try:
@@ -45,10 +47,10 @@ def cluster() -> Iterator[Cluster]:
 
 # `cluster`'s nodes, made by a Python of its own that prints the head's address and shuts them down
 # once its standard input ends.
-CLUSTER_ELSEWHERE = """
+CLUSTER_ELSEWHERE = f"""
 import sys
 from ray.cluster_utils import Cluster
-cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+cluster = Cluster(initialize_head=True, head_node_args={HEAD_NODE!r})
 for _ in range(2):
     cluster.add_node(num_cpus=1)
 cluster.wait_for_nodes()
@@ -401,18 +403,30 @@ def test_anonymize_from_a_list_on_ray_ends_as_on_one_machine(stack, tree, tmp_pa
     assert sorted(files(tmp_path / "ray")) == sorted(files(tmp_path / "local"))
 
 
+@contextmanager
+def finding_no_face() -> Iterator:
+    """A stand-in for the service that finds no face in a frame (/v1/detect) and answers a photo's
+    picture (/v1/anonymize) with the photo's own bytes."""
+    with scripted_service(None) as service:
+
+        def answer_for(turn: int):
+            path, body = service.requests[turn]
+            if path.startswith("/v1/detect"):
+                width, height = Image.open(io.BytesIO(body)).size
+                return json_answer(200, {"image": {"width": width, "height": height}, "faces": []})
+            return 200, {"Content-Type": "image/jpeg", "X-Face-Count": "0"}, body
+
+        service.answer_for = answer_for
+        yield service
+
+
 def test_a_video_on_the_cluster_sends_every_frame_with_its_options_and_tells_its_summary(
     cluster_elsewhere, tree, tmp_path
 ):
     """`video --ray` against a stand-in for the service that finds no face: every frame sent once, with
     the options given, the video written whole and its summary told as on one machine."""
     clip, output = tree / "clips" / "street.mp4", tmp_path / "out.mp4"
-
-    def no_face(turn: int):
-        width, height = Image.open(io.BytesIO(service.requests[turn][1])).size
-        return json_answer(200, {"image": {"width": width, "height": height}, "faces": []})
-
-    with scripted_service(no_face) as service:
+    with finding_no_face() as service:
         done = facecrop(service.url, "video", str(clip), str(output), "--json", "--min-confidence", "30",
                         ray_address=cluster_elsewhere)  # fmt: skip
     count = len(frames(clip))
@@ -435,15 +449,7 @@ def test_a_batch_anonymizing_a_tree_on_the_cluster_hides_its_videos_too(cluster_
     own bytes and finds no face in a frame: every photo written, and each video too, whole, its frames
     sent with the options given."""
     output = tmp_path / "out"
-
-    def answer_for(turn: int):
-        path, body = service.requests[turn]
-        if path.startswith("/v1/detect"):
-            width, height = Image.open(io.BytesIO(body)).size
-            return json_answer(200, {"image": {"width": width, "height": height}, "faces": []})
-        return 200, {"Content-Type": "image/jpeg", "X-Face-Count": "0"}, body
-
-    with scripted_service(answer_for) as service:
+    with finding_no_face() as service:
         done = facecrop(service.url, "batch", str(tree), str(output), "--mode", "anonymize", "--json",
                         "--min-confidence", "30", ray_address=cluster_elsewhere)  # fmt: skip
     assert done.returncode == 0, done.stderr
