@@ -389,6 +389,27 @@ def ledger_of(
             ledger.release()
 
 
+@contextmanager
+def videos_ledger(output: Path, summary: Summary, failures_path: Path) -> Iterator[Ledger]:
+    """The Ledger a batch's videos are recorded in after its photos' (the local engine's): the
+    manifest and the failures file added to."""
+    manifest = manifest_path(output)
+    with open(failures_path, "a", encoding="utf-8") as failures, open(manifest, "a", encoding="utf-8") as lines:
+        yield Ledger(summary, lines, failures, progress_bar(0, quiet=True))
+
+
+def video_failure(source: Path, error: Exception) -> dict:
+    """A video's failure as either engine records it (the failures file, the manifest, the line that
+    `video --ray` tells): one line naming the video."""
+    if isinstance(error, FacecropError):
+        message = f"{source}: {error}"
+    elif isinstance(error, OSError):
+        message = file_problem(error)
+    else:  # facecrop_client.video.VideoError, which names its file
+        message = str(error)
+    return {"status": 0, "code": "video_failed", "message": message}
+
+
 def videos_to_do(root: Path, output: Path) -> list[str]:
     """The videos under `root` (batch --mode anonymize; none under `output`) whose output is not there yet."""
     videos = Folder(root, output).items(VIDEO_SUFFIXES)

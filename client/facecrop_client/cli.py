@@ -13,6 +13,7 @@ import math
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -32,6 +33,8 @@ from facecrop_client.batch import (
     stop_on_sigterm,
     stops_the_run,
     sweep_partials,
+    video_failure,
+    videos_ledger,
     videos_to_do,
 )
 from facecrop_client.client import AnyClient, FacecropError, connect
@@ -364,7 +367,7 @@ def batch_of(client: AnyClient, args: argparse.Namespace, source: Source) -> int
         summary = run_batch(client, source, sink, params, args.concurrency, failures, progress)
         print(summary.line(), file=sys.stderr)
         if not summary.ended_early and args.mode == "anonymize" and isinstance(source, Folder):
-            summary.failed += video_batch(client, args, source.root, failures)
+            video_batch(client, args, source.root, summary, failures)
     if summary.failed:
         print(f"failures and their reasons: {failures}", file=sys.stderr)
     if args.json:
@@ -496,32 +499,32 @@ def video_on_ray(args: argparse.Namespace, job) -> int:
     if done is None:
         return 130
     if done.error:
-        raise CommandError(f"{args.source}: {done.error['message']}")
+        raise CommandError(done.error["message"])
     return video_done(args, videos.VideoSummary(**done.result))
 
 
-def video_batch(client: AnyClient, args: argparse.Namespace, root: Path, failures: Path) -> int:
+def video_batch(client: AnyClient, args: argparse.Namespace, root: Path, summary: Summary, failures: Path) -> None:
     """batch --mode anonymize: the videos of the tree, one after another (each keeps the service
-    busy by itself), written beside the pictures; failures added to `failures`. Failed count."""
+    busy by itself), written beside the pictures, each listed in the manifest (a failure in
+    `failures` too, and counted in `summary`)."""
     names = videos_to_do(root, args.output)
     if not names:
-        return 0
+        return
     videos = video_module()
-    failed = 0
     progress = frame_progress(args)
-    for name in names:
-        target = args.output / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            summary = videos.run_video_interruptible(
-                client, video_job(args, root / name, target), progress, threading.Event()
-            )
-            print(f"{name}: {summary.line()}", file=sys.stderr)
-        except (videos.VideoError, FacecropError, OSError) as error:
-            failed += 1
-            with open(failures, "a", encoding="utf-8") as out:
-                out.write(json.dumps({"path": name, "code": "video_failed", "message": str(error)}) + "\n")
-    return failed
+    with videos_ledger(args.output, summary, failures) as ledger:
+        for name in names:
+            target = args.output / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            started = time.monotonic()
+            try:
+                job = video_job(args, root / name, target)
+                done = videos.run_video_interruptible(client, job, progress, threading.Event())
+            except (videos.VideoError, FacecropError, OSError) as error:
+                ledger.record(name, "", 0, video_failure(root / name, error), time.monotonic() - started, image=False)
+                continue
+            ledger.record(name, target, done.faces, None, time.monotonic() - started, image=False)
+            print(f"{name}: {done.line()}", file=sys.stderr)
 
 
 OPTIONS = {"detect": DETECT_OPTIONS, "crop": DETECT_OPTIONS + CROP_OPTIONS, "anonymize": ANONYMIZE_OPTIONS}

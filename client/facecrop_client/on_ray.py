@@ -40,6 +40,7 @@ from facecrop_client.batch import (
     sweep_partials,
     timed_call,
     todo_of,
+    video_failure,
 )
 from facecrop_client.client import AnyClient, FacecropError, connect
 from facecrop_client.sources import Item, Source
@@ -177,7 +178,8 @@ def run_batch(
                         task.job.target.parent.mkdir(parents=True, exist_ok=True)
                     for done in run_videos(tasks):
                         ledger.record(done.source, done.output, done.faces, done.error, done.seconds, image=False)
-                        tell(f"{done.source}: {video_line(done)}")
+                        if not done.error:  # a failure is the failures file's, as on the local engine
+                            tell(f"{done.source}: {video_line(done)}")
         except KeyboardInterrupt:
             summary.interrupted = True
         finally:
@@ -190,10 +192,10 @@ def run_batch(
 
 
 def video_line(done: Done) -> str:
-    """A video's line: its summary's, or its failure's."""
+    """A video's summary line."""
     from facecrop_client.video import VideoSummary
 
-    return VideoSummary(**done.result).line() if done.result else (done.error or {}).get("message", "")
+    return VideoSummary(**done.result).line()
 
 
 def run_video(task: VideoTask, address: str | None, quiet: bool, reachable: Callable[[], None]) -> Done | None:
@@ -324,7 +326,7 @@ def video_task(batch: dict[str, Any]) -> dict[str, list]:
             seconds = time.monotonic() - started
             done.append(Done(task.name, str(task.job.target), summary.faces, None, seconds, vars(summary)))
         except (videos.VideoError, FacecropError, OSError) as failure:
-            error = {"status": 0, "code": "video_failed", "message": str(failure)}
+            error = video_failure(task.job.source, failure)
             done.append(Done(task.name, "", 0, error, time.monotonic() - started))
     rows = [item.row() for item in done]
     return {field: [row[field] for row in rows] for field in COLUMNS}

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
+import re
 import signal
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
@@ -19,7 +22,8 @@ import av
 import numpy as np
 import pytest
 
-from tests.support import FACECROP, facecrop_here, json_answer, refusal, scripted_service
+from facecrop_client.batch import manifest_path
+from tests.support import FACECROP, Ran, facecrop_here, json_answer, refusal, scripted_service
 
 CONTENT_TYPES = {
     "jpeg": "image/jpeg",
@@ -426,7 +430,14 @@ def test_a_batch_anonymizing_a_folder_hides_its_videos_too_and_counts_those_it_c
             ("bad.mp4", "video_failed"),
             ("worse.mov", "video_failed"),
         ]
-        assert failures[0]["message"] == f"{photos / 'bad.mp4'}: not a video"
+        assert failures[0] == {"path": "bad.mp4", "status": 0, "code": "video_failed",
+                               "message": f"{photos / 'bad.mp4'}: not a video"}  # fmt: skip
+        assert manifest_rows(out) == [
+            ("a.jpg", "done", 0, "a.jpg"),
+            ("bad.mp4", "failed", 0, ""),
+            ("clips/new/good.mp4", "done", 0, "good.mp4"),
+            ("worse.mov", "failed", 0, ""),
+        ]
         again = facecrop_here("batch", str(photos), str(out), "--mode", "anonymize", "-q", "--url", service.url)
     assert again.returncode == 1 and again.stderr.startswith("done: 1 images, 1 already done, 0 processed, 0 failed")
     assert not (out / "bad.mp4").exists()
@@ -668,3 +679,376 @@ def test_sigterm_during_a_batchs_videos_ends_it_as_ctrl_c_does_leaving_no_partia
     # every frame was at the service when the signal came (FRAMES < in flight + hold): the video ends whole
     assert sorted(p.name for p in out.rglob("*") if p.is_file()) == ["a.jpg", "clip.mp4"]
     assert frames_in(out / "clip.mp4") == FRAMES
+
+
+# `--ray` with Ray's own part stood in (on_ray's start, stop and its two Ray Data pipelines): the job's
+# tasks (on_ray.photo_task, on_ray.video_task) run in this process, each on what reaches it pickled as
+# Ray ships it, their rows read back as the driver reads Ray's; everything else is the command's own.
+# tests/client/test_ray.py runs the same on real clusters; here a mutant of the driver is judged in
+# a second, not in a cluster's minute.
+
+
+@dataclass
+class RayHere:
+    """What the stood-in Ray was asked: the address of each start, and how many stops."""
+
+    joined: list[str | None] = field(default_factory=list)
+    left: int = 0
+    before_each_block: Callable[[int], None] = lambda n: None  # given each photo block's number
+
+
+def rows_back(columns: dict[str, list]) -> list:
+    """A task's columns as the driver gets them back from Ray Data, row by row."""
+    from facecrop_client import on_ray
+
+    return [on_ray.Done.of(dict(zip(columns, values))) for values in zip(*columns.values())]
+
+
+@pytest.fixture
+def ray_here(monkeypatch) -> RayHere:
+    pytest.importorskip("ray")
+    from facecrop_client import on_ray
+
+    here = RayHere()
+
+    def run_photos(job, todo):
+        job = pickle.loads(pickle.dumps(job))  # as it travels to a node
+        for n, first in enumerate(range(0, len(todo), on_ray.PHOTOS_PER_TASK)):
+            here.before_each_block(n)
+            block = todo[first : first + on_ray.PHOTOS_PER_TASK]
+            yield from rows_back(
+                on_ray.photo_task({"source": [i.name for i in block], "origin": [i.origin for i in block]}, job)
+            )
+
+    def run_videos(tasks):
+        for task in pickle.loads(pickle.dumps(tasks)):
+            yield from rows_back(on_ray.video_task({"task": [task]}))
+
+    monkeypatch.setattr(on_ray, "start", lambda address, quiet: here.joined.append(address))
+    monkeypatch.setattr(on_ray, "stop", lambda: setattr(here, "left", here.left + 1))
+    monkeypatch.setattr(on_ray, "run_photos", run_photos)
+    monkeypatch.setattr(on_ray, "run_videos", run_videos)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    return here
+
+
+def without_times(text: str) -> list[str]:
+    """A run's lines with its seconds and rates left out (all that differs between two runs)."""
+    return [re.sub(r"[\d.]+ s( \([\d.]+ [a-z]+/s\)|, [\d.]+ fps)", "T", line) for line in text.splitlines()]
+
+
+def manifest_rows(output: Path) -> list[tuple]:
+    rows = [json.loads(line) for line in manifest_path(output).read_text().splitlines()]
+    return sorted((row["source"], row["status"], row.get("faces"), Path(row.get("output") or "").name) for row in rows)
+
+
+def photo_tree(folder: Path, count: int) -> Path:
+    """`count` photos in a tree of two folders, each of its own number of faces (0 to 3)."""
+    for n in range(count):
+        photo_file(folder / ("b" if n % 2 else "a"), f"{n:02}.jpg", n % 4)
+    return folder
+
+
+@pytest.mark.parametrize("mode", ["detect", "crop", "anonymize"])
+def test_a_batch_on_ray_answers_writes_and_tells_as_the_local_engine(ray_here, tmp_path, mode):
+    """More photos than one task takes (the job split into tasks): each photo's answer, output and
+    manifest row, the summary and the status as a run of the local engine gives them."""
+    photos = photo_tree(tmp_path / "photos", 19)
+    runs = {}
+    for engine in ("local", "ray"):
+        output = tmp_path / engine / ("faces.jsonl" if mode == "detect" else "out")
+        with stand_in() as service:
+            ray_flag = ["--ray"] if engine == "ray" else []
+            ran = facecrop_here(
+                "batch",
+                str(photos),
+                str(output),
+                "--mode",
+                mode,
+                "--json",
+                "--quality",
+                "70",
+                "--url",
+                service.url,
+                *ray_flag,
+                "-q",
+            )
+        assert ran.returncode == 0, (engine, ran.stderr)
+        sorted_sent = sorted((path, tuple(sorted(options.items())), body) for path, options, body in sent(service))
+        written = sorted(p.relative_to(output).as_posix() for p in output.rglob("*.jpg")) if mode != "detect" else []
+        lines = (
+            sorted(json.dumps(line, sort_keys=True) for line in Ran(0, output.read_bytes(), "").lines())
+            if mode == "detect"
+            else []
+        )
+        told = ran.stdout.decode().replace(str(tmp_path / engine), "RUN")  # the summary, naming the manifest
+        summary = {k: v for k, v in json.loads(told).items() if k != "seconds"}
+        runs[engine] = (sorted_sent, written, lines, manifest_rows(output), summary, without_times(ran.stderr))
+    assert runs["ray"] == runs["local"]
+    assert ray_here.joined == [""] and ray_here.left == 1
+    assert runs["ray"][4]["succeeded"] == 19 and len(runs["ray"][0]) == 19
+    if mode != "detect":
+        assert (tmp_path / "ray" / "out" / "b" / "03.jpg").read_bytes() == picture_of(
+            (photos / "b" / "03.jpg").read_bytes()
+        )
+
+
+def refusing_three_faces(service, answer: Callable) -> Callable:
+    """`answer`, but a photo of three faces refused (415)."""
+    return lambda turn: refusal(415, "unsupported_image") if service.requests[turn][1][0] == 3 else answer(turn)
+
+
+def test_a_batch_on_ray_records_each_photos_own_failure_as_the_local_engine(ray_here, tmp_path):
+    """Photos refused (415) and those whose pictures cannot be written (a file where their folder
+    goes): each a failure with its reason, in the failures file and the manifest, the others done;
+    status 1, as the local engine's run."""
+    photos = photo_tree(tmp_path / "photos", 9)
+    runs = {}
+    for engine in ("local", "ray"):
+        output = tmp_path / engine / "out"
+        output.mkdir(parents=True)
+        (output / "a").write_bytes(b"a file where folder a goes")
+        with stand_in() as service:
+            service.answer_for = refusing_three_faces(service, service.answer_for)
+            ran = facecrop_here(
+                "batch",
+                str(photos),
+                str(output),
+                "--mode",
+                "crop",
+                "--url",
+                service.url,
+                *(["--ray"] if engine == "ray" else []),
+                "-q",
+            )
+        failures = output.with_name("out.failures.jsonl").read_text().replace(str(tmp_path / engine), "RUN")
+        told = without_times(ran.stderr.replace(str(tmp_path / engine), "RUN"))
+        runs[engine] = (ran.returncode, sorted(failures.splitlines()), manifest_rows(output), told)
+    assert runs["ray"] == runs["local"]
+    status, failed, rows, told = runs["ray"]
+    assert status == 1 and told == [
+        "done: 9 images, 0 already done, 2 processed, 7 failed, T",
+        "failures and their reasons: RUN/out.failures.jsonl",
+    ]
+    assert [(json.loads(line)["path"], json.loads(line)["code"], json.loads(line)["message"]) for line in failed] == [
+        *((f"a/0{n}.jpg", "write_error", "RUN/out/a: File exists") for n in (0, 2, 4, 6, 8)),
+        ("b/03.jpg", "unsupported_image", "the service's unsupported_image"),
+        ("b/07.jpg", "unsupported_image", "the service's unsupported_image"),
+    ]
+    assert [row[0] for row in rows if row[1] == "failed"] == [line.split('"')[3] for line in failed]
+
+
+def test_a_refused_key_stops_a_batch_on_ray_and_the_next_run_does_the_rest(ray_here, tmp_path):
+    """The service's own failure (401) ends the job at the first answer back, nothing counted as
+    failed; the next run, the key right, does every photo once."""
+    photos, output = photo_tree(tmp_path / "photos", 19), tmp_path / "faces.jsonl"
+    with scripted_service(lambda turn: refusal(401, "unauthorized")) as service:
+        ran = facecrop_here("batch", str(photos), str(output), "--mode", "detect", "--url", service.url, "--ray", "-q")
+    assert ran.returncode == 1 and len(service.requests) <= 16  # the first task's photos, not the job's
+    assert ran.stderr.startswith("stopped (run again to continue): 19 images, 0 already done, 0 processed, 0 failed")
+    assert ran.stderr.rstrip().endswith("why: 401 unauthorized: the service's unauthorized")
+    assert output.with_name("faces.jsonl.failures.jsonl").read_text() == "" and output.read_text() == ""
+    with stand_in() as service:
+        again = facecrop_here(
+            "batch", str(photos), str(output), "--mode", "detect", "--url", service.url, "--ray", "-q"
+        )
+    assert again.returncode == 0 and len(service.requests) == 19
+    assert sorted(line["path"] for line in Ran(0, output.read_bytes(), "").lines()) == sorted(
+        p.relative_to(photos).as_posix() for p in photos.rglob("*.jpg")
+    )
+    assert ray_here.joined == ["", ""] and ray_here.left == 2
+
+
+@pytest.mark.parametrize("address, from_the_environment", [(None, False), ("10.0.0.1:6379", False), (None, True)])
+def test_ray_embedded_checks_the_service_from_here_first_a_cluster_does_not(
+    ray_here, tmp_path, monkeypatch, address, from_the_environment
+):
+    """Embedded, the service unreachable from here is one line before Ray starts; on a cluster
+    (an address given, or RAY_ADDRESS's) its nodes may reach what this machine cannot: the job starts."""
+    if from_the_environment:
+        monkeypatch.setenv("RAY_ADDRESS", "10.0.0.2:6379")
+    photos = photo_tree(tmp_path / "photos", 3)
+    given = ["--ray", address] if address else ["--ray"]
+    ran = facecrop_here(
+        "batch", str(photos), str(tmp_path / "out"), "--mode", "crop", "--url", "http://127.0.0.1:9", *given, "-q"
+    )
+    assert ran.returncode == 1
+    if address is None and not from_the_environment:
+        said = "facecrop: cannot reach http://127.0.0.1:9: Connection refused (is the service running? set --url"
+        assert ran.stderr.startswith(said) and len(ran.stderr.splitlines()) == 1
+        assert ray_here.joined == [] and not (tmp_path / "out").exists()
+    else:
+        assert ray_here.joined == [address or ""] and ray_here.left == 1
+        assert (
+            "stopped (run again to continue): 3 images" in ran.stderr
+            and "why: connection_error: cannot reach" in ran.stderr
+        )
+
+
+def test_a_ray_cluster_that_cannot_be_joined_is_one_line_and_nothing_written(ray_here, tmp_path, monkeypatch):
+    from facecrop_client import on_ray
+
+    def refused(address, quiet):
+        raise on_ray.ClusterError(f"cannot reach the Ray cluster at {address}: refused")
+
+    monkeypatch.setattr(on_ray, "start", refused)
+    photos = photo_tree(tmp_path / "photos", 3)
+    with stand_in() as service:
+        batch = facecrop_here(
+            "batch",
+            str(photos),
+            str(tmp_path / "out"),
+            "--mode",
+            "crop",
+            "--url",
+            service.url,
+            "--ray",
+            "10.0.0.1:1",
+            "-q",
+        )
+        video = facecrop_here(
+            "video",
+            str(clip_file(tmp_path / "in.mp4")),
+            str(tmp_path / "v.mp4"),
+            "--url",
+            service.url,
+            "--ray",
+            "10.0.0.1:1",
+            "-q",
+        )
+    for ran in (batch, video):
+        assert (ran.returncode, ran.stdout, ran.stderr) == (
+            1,
+            b"",
+            "facecrop: cannot reach the Ray cluster at 10.0.0.1:1: refused\n",
+        )
+    assert service.requests == [] and sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4", "photos"]
+
+
+def test_sigterm_ends_a_batch_on_ray_as_ctrl_c_does(ray_here, tmp_path):
+    """SIGTERM as the second task's photos go out: Ray's handler replaced by the batch's (status 130,
+    interrupted, the first task's photos kept), Ray left."""
+    photos, output = photo_tree(tmp_path / "photos", 19), tmp_path / "faces.jsonl"
+    ray_here.before_each_block = lambda n: signal.raise_signal(signal.SIGTERM) if n == 1 else None
+    with stand_in() as service:
+        ran = facecrop_here(
+            "batch", str(photos), str(output), "--mode", "detect", "--json", "--url", service.url, "--ray", "-q"
+        )
+    assert ran.returncode == 130, ran.stderr
+    assert ran.stderr.startswith(
+        "interrupted (run again to continue): 19 images, 0 already done, 16 processed, 0 failed"
+    )
+    assert json.loads(ran.stdout)["interrupted"] and len(output.read_text().splitlines()) == 16
+    assert ray_here.left == 1
+
+
+def test_a_batch_on_ray_anonymizing_a_folder_hides_its_videos_as_the_local_engine(ray_here, tmp_path):
+    photos = tmp_path / "photos"
+    photo_file(photos, "a.jpg", 0)
+    clip_file(photos / "clips" / "good.mp4")
+    (photos / "bad.mp4").write_bytes(b"not a video")
+    runs = {}
+    for engine in ("local", "ray"):
+        out = tmp_path / engine
+        with seeing_no_face() as service:
+            ran = facecrop_here(
+                "batch",
+                str(photos),
+                str(out),
+                "--mode",
+                "anonymize",
+                "--min-confidence",
+                "30",
+                "--json",
+                "--url",
+                service.url,
+                *(["--ray"] if engine == "ray" else []),
+                "-q",
+            )
+        told = ran.stderr.replace(str(tmp_path / engine), "RUN").replace(str(photos), "IN")
+        failures = out.with_name(f"{engine}.failures.jsonl").read_text().replace(str(photos), "IN")
+        summary = {k: v for k, v in json.loads(ran.stdout).items() if k not in ("seconds", "manifest")}
+        runs[engine] = (
+            ran.returncode,
+            frame_options(service),
+            frames_in(out / "clips" / "good.mp4"),
+            failures,
+            summary,
+            without_times(told.replace(f"{engine}.failures", "OUT.failures")),
+            manifest_rows(out),
+        )
+    assert runs["ray"] == runs["local"]
+    status, options, frames, failures, summary, told, _ = runs["ray"]
+    assert (status, frames, summary["succeeded"], summary["failed"]) == (1, FRAMES, 1, 1)
+    assert options == every_second_tiled(SENT_FOR_VIDEOS | {"min_confidence": "30.0"})
+    assert told[0] == "done: 1 images, 0 already done, 1 processed, 0 failed, T"
+    assert (
+        told[1].startswith(f"clips/good.mp4: {FRAMES} frames (0 skipped), 0 faces")
+        and "IN/bad.mp4: not a video" in failures
+    )
+
+
+def test_a_video_on_ray_sends_tells_and_writes_as_the_local_engine(ray_here, tmp_path):
+    source = clip_file(tmp_path / "in.mp4")
+    runs = {}
+    for engine in ("local", "ray"):
+        target = tmp_path / f"{engine}.mp4"
+        with seeing_no_face() as service:
+            ran = facecrop_here(
+                "video",
+                str(source),
+                str(target),
+                "--json",
+                "--min-confidence",
+                "30",
+                "--url",
+                service.url,
+                *(["--ray"] if engine == "ray" else []),
+                "-q",
+            )
+        summary = {k: v for k, v in json.loads(ran.stdout).items() if k not in ("seconds", "output")}
+        runs[engine] = (ran.returncode, frame_options(service), frames_in(target), summary, without_times(ran.stderr))
+    assert runs["ray"] == runs["local"]
+    assert runs["ray"][:3] == (0, every_second_tiled(SENT_FOR_VIDEOS | {"min_confidence": "30.0"}), FRAMES)
+    assert ray_here.joined == [""] and ray_here.left == 1
+
+
+def test_a_video_on_ray_refused_or_unreadable_is_the_local_engines_one_line(ray_here, tmp_path):
+    source, unreadable = clip_file(tmp_path / "in.mp4"), tmp_path / "notes.mp4"
+    unreadable.write_bytes(b"not a video")
+    for video in (source, unreadable):
+        told = {}
+        for engine in ("local", "ray"):
+            with scripted_service(lambda turn: refusal(401, "unauthorized")) as service:
+                ran = facecrop_here(
+                    "video",
+                    str(video),
+                    str(tmp_path / "out.mp4"),
+                    "--url",
+                    service.url,
+                    *(["--ray", "10.0.0.1:1"] if engine == "ray" else []),
+                    "-q",
+                )
+            told[engine] = (ran.returncode, ran.stdout, ran.stderr)
+        assert told["ray"] == told["local"]
+    assert told["ray"] == (1, b"", f"facecrop: {unreadable}: not a video\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4", "notes.mp4"]
+
+
+def test_sigterm_ends_a_video_on_ray_as_ctrl_c_and_leaves_no_partial_file(ray_here, tmp_path, monkeypatch):
+    """Stopped while its task writes (a partial file beside OUT, as a task killed on its node leaves
+    one): status 130, nothing beside the source, Ray left."""
+    from facecrop_client import on_ray
+    from facecrop_client.video import partial_path
+
+    def stopped_while_writing(tasks):
+        partial_path(tasks[0].job.target).write_bytes(b"half a video")
+        signal.raise_signal(signal.SIGTERM)
+        yield from ()
+
+    monkeypatch.setattr(on_ray, "run_videos", stopped_while_writing)
+    source = clip_file(tmp_path / "in.mp4")
+    with seeing_no_face() as service:
+        ran = facecrop_here("video", str(source), str(tmp_path / "out.mp4"), "--url", service.url, "--ray", "-q")
+    assert (ran.returncode, ran.stdout, ran.stderr) == (130, b"", "")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4"] and ray_here.left == 1
