@@ -154,7 +154,7 @@ def registered_regions(stack, pid: int) -> int:
 def test_a_killed_worker_is_replaced_and_requests_succeed_again():
     """Triton paused (SIGSTOP), requests pile up in both workers: one worker is killed while it
     holds some, Triton resumes; the killed worker's requests are lost (a closed connection), every
-    one of the survivor's is answered 200, and the service answers again once it is replaced."""
+    one of the other's is answered 200, and the service answers again once it is replaced."""
     data = photo("demo/widertest_20_Family_Group_Family_Group_20_435.jpg").read_bytes()
     metrics_dir = Path(tempfile.mkdtemp(prefix="facecrop-test-metrics-", dir="/dev/shm"))
     env = {"FACECROP_WORKERS": "2", "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
@@ -177,8 +177,9 @@ def test_a_killed_worker_is_replaced_and_requests_succeed_again():
         os.kill(stack.triton_process.pid, signal.SIGSTOP)
         try:
             pending = []
-            while min(in_flight(metrics_dir, pid) for pid in old) == 0:  # until both hold a request
-                assert len(pending) < 16, "16 requests and still a worker without one"
+            # until both hold a request, as they do but on a loaded machine (one worker may then take
+            # all 16: it is the one killed, and no request survives)
+            while len(pending) < 16 and min(in_flight(metrics_dir, pid) for pid in old) == 0:
                 pending.append(
                     pool.submit(requests.post, f"{stack.gateway}/v1/detect", files={"image": data}, timeout=60)
                 )
@@ -186,8 +187,9 @@ def test_a_killed_worker_is_replaced_and_requests_succeed_again():
                 while sum(in_flight(metrics_dir, pid) for pid in old) < len(pending):
                     assert time.monotonic() < deadline, "a request never reached a worker"
                     time.sleep(0.02)
-            survivors = in_flight(metrics_dir, old[1])
-            os.kill(old[0], signal.SIGKILL)  # mid-request: it holds at least one
+            killed = max(old, key=lambda pid: in_flight(metrics_dir, pid))
+            survivors = sum(in_flight(metrics_dir, pid) for pid in old if pid != killed)
+            os.kill(killed, signal.SIGKILL)  # mid-request: it holds at least one
         finally:
             os.kill(stack.triton_process.pid, signal.SIGCONT)
         answered, lost = [], 0
@@ -204,8 +206,8 @@ def test_a_killed_worker_is_replaced_and_requests_succeed_again():
         ):
             assert time.monotonic() < deadline, "the killed worker was not replaced"
             time.sleep(0.2)
-        assert old[0] not in child_pids(stack.gateway_process.pid)
-        while regions_of([old[0]]):  # swept by its successor once it has loaded the app
+        assert killed not in child_pids(stack.gateway_process.pid)
+        while regions_of([killed]):  # swept by its successor once it has loaded the app
             assert time.monotonic() < deadline, "the killed worker's regions were not swept"
             time.sleep(0.2)
         for _ in range(6):
