@@ -30,7 +30,7 @@ from bench.verdicts import record, shown
 from evaluation.images import labeled_set
 from local_triton.processes import running_stack
 
-FACECROP = [sys.executable, "-m", "facecrop_client.cli"]
+FACECROP = [str(Path(sys.executable).with_name("facecrop"))]  # the console script pip installs, as users run it
 OVERHEAD = 1.15
 LARGER = 3  # the larger size of each job, in multiples of the smaller
 

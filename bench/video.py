@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.ray import FACECROP
 from bench.verdicts import record, shown
 from bench.video_tuning import WORK, deface_area
 from bench.workload import report_command
@@ -69,9 +70,7 @@ def run_tool(url: str, tool: str, clip: Path, truth: dict, extra: tuple[str, ...
         command = [str(deface_command()), "--keep-audio", "-o", str(output), str(clip)]
     else:
         command = [
-            sys.executable,
-            "-m",
-            "facecrop_client.cli",
+            *FACECROP,
             "--url",
             url,
             "video",
