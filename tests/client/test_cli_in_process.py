@@ -688,6 +688,9 @@ def test_sigterm_during_a_batchs_videos_ends_it_as_ctrl_c_does_leaving_no_partia
 # a second, not in a cluster's minute.
 
 
+ENGINES = ("local", "ray")
+
+
 @dataclass
 class RayHere:
     """What the stood-in Ray was asked: the address of each start, and how many stops."""
@@ -732,6 +735,11 @@ def ray_here(monkeypatch) -> RayHere:
     return here
 
 
+def facecrop_with(engine: str, *argv: str, address: str = "") -> Ran:
+    """`facecrop ARGV -q` in this process, on the local engine or with `--ray [address]` (`ray_here`)."""
+    return facecrop_here(*argv, *(["--ray", *filter(None, [address])] if engine == "ray" else []), "-q")
+
+
 def without_times(text: str) -> list[str]:
     """A run's lines with its seconds and rates left out (all that differs between two runs)."""
     return [re.sub(r"[\d.]+ s( \([\d.]+ [a-z]+/s\)|, [\d.]+ fps)", "T", line) for line in text.splitlines()]
@@ -755,24 +763,11 @@ def test_a_batch_on_ray_answers_writes_and_tells_as_the_local_engine(ray_here, t
     manifest row, the summary and the status as a run of the local engine gives them."""
     photos = photo_tree(tmp_path / "photos", 19)
     runs = {}
-    for engine in ("local", "ray"):
+    for engine in ENGINES:
         output = tmp_path / engine / ("faces.jsonl" if mode == "detect" else "out")
         with stand_in() as service:
-            ray_flag = ["--ray"] if engine == "ray" else []
-            ran = facecrop_here(
-                "batch",
-                str(photos),
-                str(output),
-                "--mode",
-                mode,
-                "--json",
-                "--quality",
-                "70",
-                "--url",
-                service.url,
-                *ray_flag,
-                "-q",
-            )
+            ran = facecrop_with(engine, "batch", str(photos), str(output), "--mode", mode, "--json", "--quality", "70",
+                                "--url", service.url)  # fmt: skip
         assert ran.returncode == 0, (engine, ran.stderr)
         sorted_sent = sorted((path, tuple(sorted(options.items())), body) for path, options, body in sent(service))
         written = sorted(p.relative_to(output).as_posix() for p in output.rglob("*.jpg")) if mode != "detect" else []
@@ -804,23 +799,13 @@ def test_a_batch_on_ray_records_each_photos_own_failure_as_the_local_engine(ray_
     status 1, as the local engine's run."""
     photos = photo_tree(tmp_path / "photos", 9)
     runs = {}
-    for engine in ("local", "ray"):
+    for engine in ENGINES:
         output = tmp_path / engine / "out"
         output.mkdir(parents=True)
         (output / "a").write_bytes(b"a file where folder a goes")
         with stand_in() as service:
             service.answer_for = refusing_three_faces(service, service.answer_for)
-            ran = facecrop_here(
-                "batch",
-                str(photos),
-                str(output),
-                "--mode",
-                "crop",
-                "--url",
-                service.url,
-                *(["--ray"] if engine == "ray" else []),
-                "-q",
-            )
+            ran = facecrop_with(engine, "batch", str(photos), str(output), "--mode", "crop", "--url", service.url)
         failures = output.with_name("out.failures.jsonl").read_text().replace(str(tmp_path / engine), "RUN")
         told = without_times(ran.stderr.replace(str(tmp_path / engine), "RUN"))
         runs[engine] = (ran.returncode, sorted(failures.splitlines()), manifest_rows(output), told)
@@ -948,10 +933,11 @@ def test_a_batch_on_ray_anonymizing_a_folder_hides_its_videos_as_the_local_engin
     clip_file(photos / "clips" / "good.mp4")
     (photos / "bad.mp4").write_bytes(b"not a video")
     runs = {}
-    for engine in ("local", "ray"):
+    for engine in ENGINES:
         out = tmp_path / engine
         with seeing_no_face() as service:
-            ran = facecrop_here(
+            ran = facecrop_with(
+                engine,
                 "batch",
                 str(photos),
                 str(out),
@@ -962,8 +948,6 @@ def test_a_batch_on_ray_anonymizing_a_folder_hides_its_videos_as_the_local_engin
                 "--json",
                 "--url",
                 service.url,
-                *(["--ray"] if engine == "ray" else []),
-                "-q",
             )
         told = ran.stderr.replace(str(tmp_path / engine), "RUN").replace(str(photos), "IN")
         failures = out.with_name(f"{engine}.failures.jsonl").read_text().replace(str(photos), "IN")
@@ -991,20 +975,11 @@ def test_a_batch_on_ray_anonymizing_a_folder_hides_its_videos_as_the_local_engin
 def test_a_video_on_ray_sends_tells_and_writes_as_the_local_engine(ray_here, tmp_path):
     source = clip_file(tmp_path / "in.mp4")
     runs = {}
-    for engine in ("local", "ray"):
+    for engine in ENGINES:
         target = tmp_path / f"{engine}.mp4"
         with seeing_no_face() as service:
-            ran = facecrop_here(
-                "video",
-                str(source),
-                str(target),
-                "--json",
-                "--min-confidence",
-                "30",
-                "--url",
-                service.url,
-                *(["--ray"] if engine == "ray" else []),
-                "-q",
+            ran = facecrop_with(
+                engine, "video", str(source), str(target), "--json", "--min-confidence", "30", "--url", service.url
             )
         summary = {k: v for k, v in json.loads(ran.stdout).items() if k not in ("seconds", "output")}
         runs[engine] = (ran.returncode, frame_options(service), frames_in(target), summary, without_times(ran.stderr))
@@ -1018,16 +993,10 @@ def test_a_video_on_ray_refused_or_unreadable_is_the_local_engines_one_line(ray_
     unreadable.write_bytes(b"not a video")
     for video in (source, unreadable):
         told = {}
-        for engine in ("local", "ray"):
+        for engine in ENGINES:
             with scripted_service(lambda turn: refusal(401, "unauthorized")) as service:
-                ran = facecrop_here(
-                    "video",
-                    str(video),
-                    str(tmp_path / "out.mp4"),
-                    "--url",
-                    service.url,
-                    *(["--ray", "10.0.0.1:1"] if engine == "ray" else []),
-                    "-q",
+                ran = facecrop_with(
+                    engine, "video", str(video), str(tmp_path / "out.mp4"), "--url", service.url, address="10.0.0.1:1"
                 )
             told[engine] = (ran.returncode, ran.stdout, ran.stderr)
         assert told["ray"] == told["local"]
