@@ -108,7 +108,7 @@ class PictureSink:
     """The pictures an endpoint returns (crops, anonymized photos), mirroring the input tree;
     each appears whole (written aside, then renamed)."""
 
-    def __init__(self, output: Path, fmt: str | None, endpoint: str = "crop"):
+    def __init__(self, output: Path, fmt: str | None, endpoint: str):
         self.output = output
         self.format = fmt
         self.endpoint = endpoint  # the Client method: crop or anonymize
@@ -174,9 +174,8 @@ class PictureSink:
         return target
 
     def output_of(self, relative: str) -> Path:
-        """The picture written for `relative`, else where it goes in the format asked for."""
-        outputs = self.outputs(relative)
-        return next((path for path in outputs if path.exists()), outputs[0])
+        """The picture written for `relative` (one is: `is_done`)."""
+        return next(path for path in self.outputs(relative) if path.exists())
 
     @staticmethod
     def faces(result: CropResult | AnonymizeResult) -> int:

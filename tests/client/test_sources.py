@@ -54,7 +54,7 @@ def test_a_url_whose_query_picks_the_photo_is_named_by_its_query_and_each_is_its
         "h.example/photo/id=1",
         "h.example/photo/id=2",
     ]
-    targets = [PictureSink(tmp_path / "out", None).target(name) for name in names]
+    targets = [PictureSink(tmp_path / "out", None, "crop").target(name) for name in names]
     assert len(set(targets)) == len(targets), targets
     assert targets[1] == tmp_path / "out" / "h.example" / "img.php" / "id=3_s=a_b_c.jpg"
 

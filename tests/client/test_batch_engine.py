@@ -1,0 +1,197 @@
+"""The local engine of `facecrop batch` (facecrop_client.batch) part by part, against a stand-in for
+the service on a real loopback socket: how many photos are at the service at once and that a slow
+one holds back no other, what its summary and progress are told, where its outputs go (folders made
+as deep as the tree, named for the format answered), and each failure's line."""
+
+from __future__ import annotations
+
+import errno
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from facecrop_client import Client, FacecropError
+from facecrop_client.batch import DetectSink, file_problem, foreign, run_batch, video_failure
+from facecrop_client.sources import Folder
+from tests.support import ONE_FACE, facecrop_here, json_answer, scripted_service
+
+CONCURRENCY = 2
+WAIT_S = 10.0  # what a stand-in waits for a condition the code under test may never meet
+
+
+def photo_folder(folder: Path, count: int) -> Path:
+    """`count` photos, each body its own name (the stand-in tells them apart)."""
+    folder.mkdir(parents=True)
+    for n in range(count):
+        (folder / f"{n:02}.jpg").write_bytes(f"{n:02}.jpg".encode())
+    return folder
+
+
+def detect_all(service, photos: Path, output: Path, progress=None):
+    client = Client(service.url, retries=0, timeout=30)
+    recorded = progress or (lambda total: quiet_bar(total))
+    return run_batch(
+        client, Folder(photos, output), DetectSink(output), {}, CONCURRENCY, output.with_suffix(".f"), recorded
+    )
+
+
+def quiet_bar(total: int):
+    from facecrop_client.batch import progress_bar
+
+    return progress_bar(total, quiet=True)
+
+
+def test_as_many_photos_as_the_concurrency_are_at_the_service_at_once(tmp_path):
+    """Each photo held until CONCURRENCY are at the service together (or WAIT_S passed)."""
+    photos = photo_folder(tmp_path / "photos", 6)
+    most = []
+    lock, at_once = threading.Lock(), [0]
+
+    def answer_for(turn: int):
+        with lock:
+            at_once[0] += 1
+            most.append(at_once[0])
+        deadline = time.monotonic() + WAIT_S
+        while max(most) < CONCURRENCY and time.monotonic() < deadline:
+            time.sleep(0.005)
+        with lock:
+            at_once[0] -= 1
+        return json_answer(200, ONE_FACE)
+
+    with scripted_service(answer_for) as service:
+        summary = detect_all(service, photos, tmp_path / "faces.jsonl")
+    assert summary.succeeded == 6 and max(most) == CONCURRENCY
+
+
+def test_a_photo_the_service_holds_holds_back_no_other(tmp_path):
+    """The first photo held until the sixth has reached the service: the others go on around it."""
+    photos = photo_folder(tmp_path / "photos", 8)
+    sixth_sent, first_released_by_it = threading.Event(), []
+
+    def answer_for(turn: int):
+        _, body = service.requests[turn]
+        if body == b"05.jpg":
+            sixth_sent.set()
+        if body == b"00.jpg":
+            first_released_by_it.append(sixth_sent.wait(WAIT_S))
+        return json_answer(200, ONE_FACE)
+
+    with scripted_service(answer_for) as service:
+        summary = detect_all(service, photos, tmp_path / "faces.jsonl")
+    assert summary.succeeded == 8 and first_released_by_it == [True]
+
+
+def test_the_progress_is_made_for_the_photos_to_do_and_the_summary_tells_the_runs_seconds(tmp_path):
+    photos = photo_folder(tmp_path / "photos", 5)
+    output, totals = tmp_path / "faces.jsonl", []
+
+    def progress(total: int):
+        totals.append(total)
+        return quiet_bar(total)
+
+    with scripted_service(lambda turn: json_answer(200, ONE_FACE)) as service:
+        started = time.monotonic()
+        detect_all(service, photos, output, progress)
+        (photos / "05.jpg").write_bytes(b"05.jpg")
+        summary = detect_all(service, photos, output, progress)
+        took = time.monotonic() - started
+    assert totals == [5, 1]  # the second run: the one photo not done yet
+    assert 0 < summary.seconds < took
+
+
+def test_a_detect_batch_makes_the_folders_its_output_goes_in(tmp_path):
+    photos = photo_folder(tmp_path / "photos", 2)
+    output = tmp_path / "runs" / "today" / "faces.jsonl"
+    with scripted_service(lambda turn: json_answer(200, ONE_FACE)) as service:
+        ran = facecrop_here("batch", str(photos), str(output), "--mode", "detect", "-q", "--url", service.url)
+    assert ran.returncode == 0, ran.stderr
+    assert len(output.read_text().splitlines()) == 2
+
+
+def picture(content_type: str):
+    return lambda turn: (200, {"Content-Type": content_type, "X-Face-Count": "1", "X-Crop-Rect": "0,0,1,1"}, b"pic")
+
+
+@pytest.mark.parametrize(
+    "content_type, named",
+    [
+        ("image/webp; charset=binary", "c.webp"),  # a parameter after the type: still a WebP
+        ("image/png", "c.png"),
+        ("application/octet-stream", "c.jpg"),  # not a picture type: named for the format asked
+    ],
+)
+def test_each_picture_is_named_for_the_format_answered_in_folders_as_deep_as_the_tree(tmp_path, content_type, named):
+    photos = tmp_path / "photos"
+    (photos / "a" / "b").mkdir(parents=True)
+    (photos / "a" / "b" / "c.jpg").write_bytes(b"photo")
+    with scripted_service(picture(content_type)) as service:
+        ran = facecrop_here("batch", str(photos), str(tmp_path / "out"), "--mode", "crop", "-q", "--url", service.url)
+    assert ran.returncode == 0, ran.stderr
+    assert [p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*") if p.is_file()] == [
+        f"a/b/{named}"
+    ]
+
+
+def failures_of(tmp_path: Path, name: str = "out") -> dict[str, dict]:
+    lines = (tmp_path / f"{name}.failures.jsonl").read_text().splitlines()
+    return {line["path"]: line for line in map(json.loads, lines)}
+
+
+def test_two_photos_with_one_output_and_a_listed_photo_gone_fail_each_with_its_reason(tmp_path):
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    for name in ("x.jpeg", "x.jpg"):
+        (photos / name).write_bytes(b"photo")
+    listed = tmp_path / "list.txt"
+    listed.write_text(f"{photos / 'x.jpeg'}\n{photos / 'x.jpg'}\n{photos / 'gone.jpg'}\n")
+    with scripted_service(picture("image/jpeg")) as service:
+        ran = facecrop_here("batch", str(listed), str(tmp_path / "out"), "--mode", "crop", "-q", "--url", service.url)
+    assert ran.returncode == 1 and len(service.requests) == 1
+    failures = failures_of(tmp_path)
+    same = [failure for path, failure in failures.items() if path.endswith("x.jpg")]
+    assert same == [
+        {
+            "path": same[0]["path"],
+            "status": 0,
+            "code": "same_output",
+            "message": f"its output, {tmp_path / 'out' / same[0]['path']}, is {same[0]['path'][:-4]}.jpeg's: "
+            "rename one of the two",
+        }
+    ]
+    [gone] = [failure for path, failure in failures.items() if path.endswith("gone.jpg")]
+    assert (gone["status"], gone["code"]) == (0, "read_error") and gone["message"].endswith(
+        ": No such file or directory"
+    )
+
+
+def test_a_file_problem_names_its_file_where_the_error_does():
+    assert file_problem(FileNotFoundError(errno.ENOENT, "No such file or directory", "a.jpg")) == (
+        "a.jpg: No such file or directory"
+    )
+    assert file_problem(OSError(errno.EIO, "Input/output error")) == "[Errno 5] Input/output error"
+    assert file_problem(OSError("the disk went away")) == "the disk went away"
+
+
+def test_an_output_taken_names_three_of_its_photos_and_counts_the_rest(tmp_path):
+    said = {count: foreign(tmp_path, [f"{n}.jpg" for n in range(count)]) for count in (3, 4, 6)}
+    assert "outputs of 0.jpg, 1.jpg, 2.jpg, and no run" in said[3]
+    assert "outputs of 0.jpg, 1.jpg, 2.jpg and 1 more, and no run" in said[4]
+    assert "outputs of 0.jpg, 1.jpg, 2.jpg and 3 more, and no run" in said[6]
+
+
+def test_a_videos_failure_names_the_video_once(tmp_path):
+    video = tmp_path / "v.mp4"
+    failures = [
+        video_failure(video, FacecropError(401, "unauthorized", "the key")),
+        video_failure(video, PermissionError(errno.EACCES, "Permission denied", str(video))),
+        video_failure(video, ValueError(f"{video}: not a video")),  # as VideoError names it
+    ]
+    assert [failure["message"] for failure in failures] == [
+        f"{video}: 401 unauthorized: the key",
+        f"{video}: Permission denied",
+        f"{video}: not a video",
+    ]
+    assert {(failure["status"], failure["code"]) for failure in failures} == {(0, "video_failed")}
