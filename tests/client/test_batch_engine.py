@@ -195,3 +195,44 @@ def test_a_videos_failure_names_the_video_once(tmp_path):
         f"{video}: not a video",
     ]
     assert {(failure["status"], failure["code"]) for failure in failures} == {(0, "video_failed")}
+
+
+def test_a_detect_output_cut_short_by_a_crash_loses_its_half_line_and_the_next_run_redoes_that_photo(tmp_path):
+    photos, output = photo_folder(tmp_path / "photos", 3), tmp_path / "faces.jsonl"
+    whole = [json.dumps({"path": name, **ONE_FACE}) for name in ("00.jpg", "01.jpg")]
+    output.write_text(whole[0] + "\n" + whole[1][:25])  # 01.jpg's line cut off mid-way
+    with scripted_service(lambda turn: json_answer(200, ONE_FACE)) as service:
+        ran = facecrop_here("batch", str(photos), str(output), "--mode", "detect", "-q", "--url", service.url)
+    assert ran.returncode == 0, ran.stderr
+    assert sorted(body for _, body in service.requests) == [b"01.jpg", b"02.jpg"]
+    lines = output.read_text().splitlines()
+    assert lines[0] == whole[0] and sorted(json.loads(line)["path"] for line in lines) == ["00.jpg", "01.jpg", "02.jpg"]
+
+
+def test_a_detect_output_that_is_not_a_batchs_is_refused_untouched(tmp_path):
+    photos, output = photo_folder(tmp_path / "photos", 2), tmp_path / "photos.txt"
+    output.write_text("photos/00.jpg\nphotos/01.jpg\nphotos/02")  # a list of photos given as OUTPUT by mistake
+    with scripted_service(lambda turn: json_answer(200, ONE_FACE)) as service:
+        ran = facecrop_here("batch", str(photos), str(output), "--mode", "detect", "-q", "--url", service.url)
+    assert (ran.returncode, ran.stderr) == (
+        1,
+        f"facecrop: {output} holds lines that are not a batch's (JSON with a path): give another file\n",
+    )
+    assert output.read_text() == "photos/00.jpg\nphotos/01.jpg\nphotos/02" and service.requests == []
+
+
+def test_each_manifest_line_tells_the_photos_milliseconds_to_a_tenth(tmp_path):
+    photos, output = photo_folder(tmp_path / "photos", 2), tmp_path / "faces.jsonl"
+
+    def slow(turn: int):
+        time.sleep(0.2)
+        return json_answer(200, ONE_FACE)
+
+    with scripted_service(slow) as service:
+        started = time.monotonic()
+        detect_all(service, photos, output)
+        took_ms = (time.monotonic() - started) * 1000
+    rows = [json.loads(line) for line in output.with_name("faces.jsonl.manifest.jsonl").read_text().splitlines()]
+    for row in rows:
+        assert isinstance(row["duration_ms"], float) and 200 <= row["duration_ms"] <= took_ms
+        assert row["duration_ms"] == round(row["duration_ms"], 1)
