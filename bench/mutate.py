@@ -1,6 +1,8 @@
 """`make mutate`: mutation testing of the modules that decide what a user gets (pyproject.toml's
 [tool.mutmut] `only_mutate`), with mutmut: each mutant is judged by the fast tests that cover its
-function (`pytest -m "not integration" tests/unit tests/client`, mutmut picks them per function).
+function (`pytest -m "not integration and not cluster" tests/unit tests/client`, mutmut picks them
+per function: the tests that start real Ray clusters, a minute each, are make test's; Ray's driver and
+tasks are judged in process, Ray's own part stood in).
 Per module it prints the mutants killed (a timeout counts as killed), those that survived, those in
 functions no fast test reaches, and the score: killed / (all run, less those bench/mutants.toml lists
 as equivalent, each with why, and those that change only the wording of an error's message); a

@@ -105,3 +105,104 @@ def test_ray_refusing_to_start_is_a_cluster_error_in_one_line(monkeypatch, joine
     monkeypatch.setattr(ray, "init", refusing)
     with pytest.raises(on_ray.ClusterError, match=f"^cannot use the Ray cluster at RAY_ADDRESS: {error}$"):
         on_ray.start("", quiet=True)
+
+
+class Dataset:
+    """Ray Data's part that run_photos and run_videos use, run in this process: blocks made from
+    the rows, each batch given to the task function, the rows back; what each call was given kept."""
+
+    def __init__(self, rows: list[dict], blocks: int, calls: list[dict]):
+        self.rows, self.blocks, self.calls = rows, blocks, calls
+
+    def map_batches(self, fn, *, batch_size: int, batch_format: str, fn_kwargs=None, **options):
+        self.calls.append({"blocks": self.blocks, "batch_size": batch_size, "batch_format": batch_format, **options})
+        done, batches = [], []
+        for block in (self.rows[n :: self.blocks] for n in range(self.blocks)):
+            for start in range(0, len(block), batch_size):
+                batch = block[start : start + batch_size]
+                batches.append(len(batch))
+                columns = fn({key: [row[key] for row in batch] for key in batch[0]}, **(fn_kwargs or {}))
+                done += [dict(zip(columns, values)) for values in zip(*columns.values())]
+        self.calls[-1]["batches"] = batches
+        return Dataset(done, 1, self.calls)
+
+    def iter_rows(self):
+        return iter(self.rows)
+
+
+@pytest.fixture
+def ray_data_here(monkeypatch) -> list[dict]:
+    """ray.data's from_items and TaskPoolStrategy in this process (`Dataset`); each map_batches' options."""
+    calls: list[dict] = []
+    monkeypatch.setattr(
+        ray_data, "from_items", lambda rows, override_num_blocks: Dataset(rows, override_num_blocks, calls)
+    )
+    monkeypatch.setattr(ray_data, "TaskPoolStrategy", lambda size: ("tasks", size))
+    return calls
+
+
+def photo_job(tmp_path, count: int, urls: str = "http://127.0.0.1:9", in_flight: int = 8):
+    from facecrop_client.batch import DetectSink
+    from facecrop_client.sources import Folder, Item
+
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for n in range(count):
+        (folder / f"{n:03}.jpg").write_bytes(b"photo")
+    job = on_ray.PhotoJob(Folder(folder), DetectSink(tmp_path / "faces.jsonl"), {}, on_ray.Service(urls), in_flight)
+    return job, [Item(f"{n:03}.jpg", str(folder / f"{n:03}.jpg")) for n in range(count)]
+
+
+@pytest.mark.parametrize(
+    "count, urls, in_flight, per_task, blocks",
+    [
+        (8, "http://127.0.0.1:9", 8, 4, 2),  # a small job still uses every task: 8 in flight, 4 per task
+        (40, "http://127.0.0.1:9", 8, 16, 3),  # at most PHOTOS_PER_TASK per task
+        (40, "http://127.0.0.1:9,http://127.0.0.1:10", 8, 10, 4),  # in flight per URL
+        (100, "http://127.0.0.1:9", 32, 13, 8),
+        (3, "http://127.0.0.1:9", 1, 3, 1),  # one task at least
+    ],
+)
+def test_a_jobs_photos_are_cut_into_tasks_each_photo_once(
+    ray_data_here, tmp_path, count, urls, in_flight, per_task, blocks
+):
+    """Each photo through one task (the service unreachable: each its own failure, all recorded), as
+    many tasks as `in_flight` per URL allows (REQUESTS_PER_TASK each), a quarter CPU each, spread."""
+    job, todo = photo_job(tmp_path, count, urls, in_flight)
+    done = list(on_ray.run_photos(job, todo))
+    assert sorted(item.source for item in done) == [item.name for item in todo]
+    assert all(item.error["code"] == "connection_error" for item in done)
+    [call] = ray_data_here
+    tasks = max(1, in_flight * len(urls.split(",")) // on_ray.REQUESTS_PER_TASK)
+    assert (call["batch_size"], call["blocks"], call["compute"]) == (per_task, blocks, ("tasks", tasks))
+    assert max(call["batches"]) <= per_task and len(call["batches"]) == blocks
+    assert (call["num_cpus"], call["scheduling_strategy"], call["batch_format"]) == (0.25, "SPREAD", "default")
+
+
+def test_no_photo_to_do_starts_no_pipeline(ray_data_here, tmp_path):
+    job, _ = photo_job(tmp_path, 0)
+    assert list(on_ray.run_photos(job, [])) == [] and list(on_ray.run_videos([])) == []
+    assert ray_data_here == []
+
+
+def test_each_video_is_a_task_of_one_cpu(ray_data_here, tmp_path):
+    """Two videos, the service unreachable: each through a task of its own, one CPU each, each
+    failure back naming its video."""
+    from facecrop_client.video import VideoJob
+
+    tasks = []
+    for name in ("a.mp4", "b.mp4"):
+        (tmp_path / name).write_bytes(b"not a video")
+        job = VideoJob(tmp_path / name, tmp_path / f"out-{name}")
+        tasks.append(on_ray.VideoTask(name, job, on_ray.Service("http://127.0.0.1:9")))
+    done = list(on_ray.run_videos(tasks))
+    assert [(item.source, item.error["code"]) for item in done] == [
+        ("a.mp4", "video_failed"),
+        ("b.mp4", "video_failed"),
+    ]
+    for item in done:
+        assert item.error["message"].startswith(
+            f"{tmp_path / item.source}: connection_error: cannot reach http://127.0.0.1:9"
+        )
+    [call] = ray_data_here
+    assert (call["batches"], call["batch_size"], call["num_cpus"]) == ([1, 1], 1, 1)

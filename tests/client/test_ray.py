@@ -28,6 +28,8 @@ from tests.support import FACECROP, Gate, gated, json_answer, refusal, restore_c
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
+pytestmark = pytest.mark.cluster
+
 PHOTOS = 10
 HEAD_NODE = {"num_cpus": 0, "include_dashboard": False}  # the clusters' head: it runs no task
 
