@@ -705,6 +705,8 @@ class RayHere:
     """What the stood-in Ray was asked: the address of each start, and how many stops."""
 
     joined: list[str | None] = field(default_factory=list)
+    quiet: list[bool] = field(default_factory=list)  # each start's
+    in_flight: list[int] = field(default_factory=list)  # each photo job's
     left: int = 0
     before_each_block: Callable[[int], None] = lambda n: None  # given each photo block's number
 
@@ -717,13 +719,14 @@ def rows_back(columns: dict[str, list]) -> list:
 
 
 @pytest.fixture
-def ray_here(monkeypatch) -> RayHere:
+def ray_here(monkeypatch) -> Iterator[RayHere]:
     pytest.importorskip("ray")
     from facecrop_client import on_ray
 
     here = RayHere()
 
     def run_photos(job, todo):
+        here.in_flight.append(job.in_flight)
         job = pickle.loads(pickle.dumps(job))  # as it travels to a node
         for n, first in enumerate(range(0, len(todo), on_ray.PHOTOS_PER_TASK)):
             here.before_each_block(n)
@@ -736,12 +739,17 @@ def ray_here(monkeypatch) -> RayHere:
         for task in pickle.loads(pickle.dumps(tasks)):
             yield from rows_back(on_ray.video_task({"task": [task]}))
 
-    monkeypatch.setattr(on_ray, "start", lambda address, quiet: here.joined.append(address))
+    def start(address: str | None, quiet: bool) -> None:
+        here.joined.append(address)
+        here.quiet.append(quiet)
+
+    monkeypatch.setattr(on_ray, "start", start)
     monkeypatch.setattr(on_ray, "stop", lambda: setattr(here, "left", here.left + 1))
     monkeypatch.setattr(on_ray, "run_photos", run_photos)
     monkeypatch.setattr(on_ray, "run_videos", run_videos)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    return here
+    yield here
+    assert here.quiet == [True] * len(here.joined)  # every command here is given -q
 
 
 def facecrop_with(engine: str, *argv: str, address: str = "") -> Ran:
@@ -775,9 +783,12 @@ def test_a_batch_on_ray_answers_writes_and_tells_as_the_local_engine(ray_here, t
     for engine in ENGINES:
         output = tmp_path / engine / ("faces.jsonl" if mode == "detect" else "out")
         with stand_in() as service:
+            started = time.monotonic()
             ran = facecrop_with(engine, "batch", str(photos), str(output), "--mode", mode, "--json", "--quality", "70",
-                                "--url", service.url)  # fmt: skip
+                                "--concurrency", "3", "--url", service.url)  # fmt: skip
+            took = time.monotonic() - started
         assert ran.returncode == 0, (engine, ran.stderr)
+        assert 0 < json.loads(ran.stdout)["seconds"] < took
         sorted_sent = sorted((path, tuple(sorted(options.items())), body) for path, options, body in sent(service))
         written = sorted(p.relative_to(output).as_posix() for p in output.rglob("*.jpg")) if mode != "detect" else []
         lines = (
@@ -789,7 +800,7 @@ def test_a_batch_on_ray_answers_writes_and_tells_as_the_local_engine(ray_here, t
         summary = {k: v for k, v in json.loads(told).items() if k != "seconds"}
         runs[engine] = (sorted_sent, written, lines, manifest_rows(output), summary, without_times(ran.stderr))
     assert runs["ray"] == runs["local"]
-    assert ray_here.joined == [""] and ray_here.left == 1
+    assert ray_here.joined == [""] and ray_here.left == 1 and ray_here.in_flight == [3]
     assert runs["ray"][4]["succeeded"] == 19 and len(runs["ray"][0]) == 19
     if mode != "detect":
         assert (tmp_path / "ray" / "out" / "b" / "03.jpg").read_bytes() == picture_of(
@@ -850,7 +861,10 @@ def test_a_refused_key_stops_a_batch_on_ray_and_the_next_run_does_the_rest(ray_h
     assert sorted(line["path"] for line in Ran(0, output.read_bytes(), "").lines()) == sorted(
         p.relative_to(photos).as_posix() for p in photos.rglob("*.jpg")
     )
-    assert ray_here.joined == ["", ""] and ray_here.left == 2
+    with stand_in() as service:
+        done = facecrop_here("batch", str(photos), str(output), "--mode", "detect", "--url", service.url, "--ray", "-q")
+    assert done.stderr.startswith("done: 19 images, 19 already done, 0 processed, 0 failed") and not service.requests
+    assert ray_here.joined == ["", "", ""] and ray_here.left == 3
 
 
 @pytest.mark.parametrize("address, from_the_environment", [(None, False), ("10.0.0.1:6379", False), (None, True)])
@@ -939,7 +953,7 @@ def test_sigterm_ends_a_batch_on_ray_as_ctrl_c_does(ray_here, tmp_path):
 def test_a_batch_on_ray_anonymizing_a_folder_hides_its_videos_as_the_local_engine(ray_here, tmp_path):
     photos = tmp_path / "photos"
     photo_file(photos, "a.jpg", 0)
-    clip_file(photos / "clips" / "good.mp4")
+    clip_file(photos / "clips" / "new" / "good.mp4")
     (photos / "bad.mp4").write_bytes(b"not a video")
     runs = {}
     for engine in ENGINES:
@@ -964,7 +978,7 @@ def test_a_batch_on_ray_anonymizing_a_folder_hides_its_videos_as_the_local_engin
         runs[engine] = (
             ran.returncode,
             frame_options(service),
-            frames_in(out / "clips" / "good.mp4"),
+            frames_in(out / "clips" / "new" / "good.mp4"),
             failures,
             summary,
             without_times(told.replace(f"{engine}.failures", "OUT.failures")),
@@ -976,7 +990,7 @@ def test_a_batch_on_ray_anonymizing_a_folder_hides_its_videos_as_the_local_engin
     assert options == every_second_tiled(SENT_FOR_VIDEOS | {"min_confidence": "30.0"})
     assert told[0] == "done: 1 images, 0 already done, 1 processed, 0 failed, T"
     assert (
-        told[1].startswith(f"clips/good.mp4: {FRAMES} frames (0 skipped), 0 faces")
+        told[1].startswith(f"clips/new/good.mp4: {FRAMES} frames (0 skipped), 0 faces")
         and "IN/bad.mp4: not a video" in failures
     )
 

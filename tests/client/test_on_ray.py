@@ -161,6 +161,7 @@ def photo_job(tmp_path, count: int, urls: str = "http://127.0.0.1:9", in_flight:
         (40, "http://127.0.0.1:9,http://127.0.0.1:10", 8, 10, 4),  # in flight per URL
         (100, "http://127.0.0.1:9", 32, 13, 8),
         (3, "http://127.0.0.1:9", 1, 3, 1),  # one task at least
+        (1, "http://127.0.0.1:9", 8, 1, 1),  # one photo: one task of one
     ],
 )
 def test_a_jobs_photos_are_cut_into_tasks_each_photo_once(
