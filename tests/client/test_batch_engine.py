@@ -236,3 +236,36 @@ def test_each_manifest_line_tells_the_photos_milliseconds_to_a_tenth(tmp_path):
     for row in rows:
         assert isinstance(row["duration_ms"], float) and 200 <= row["duration_ms"] <= took_ms
         assert row["duration_ms"] == round(row["duration_ms"], 1)
+
+
+def test_pictures_an_interrupted_run_wrote_but_did_not_list_are_listed_by_the_next_whatever_else_the_manifest_holds(
+    tmp_path,
+):
+    """a.jpg listed done; b.jpg listed failed by an earlier run, then written by one interrupted before
+    it could list it; lines a crash or another tool left: the next run lists b.jpg (its faces and
+    milliseconds unknown), sends nothing for either, and reads past the lines that are not its own."""
+    photos, out = photo_folder(tmp_path / "photos", 2), tmp_path / "out"
+    (photos / "00.jpg").rename(photos / "a.jpg")
+    (photos / "01.jpg").rename(photos / "b.jpg")
+    out.mkdir()
+    for name in ("a.jpg", "b.jpg"):
+        (out / name).write_bytes(b"picture")
+    manifest = tmp_path / "out.manifest.jsonl"
+    rows = [
+        {"source": "a.jpg", "output": str(out / "a.jpg"), "faces": 1, "status": "done"},
+        {"source": "b.jpg", "output": "", "faces": 0, "status": "failed"},
+    ]
+    manifest.write_text("\n".join([*map(json.dumps, rows), '{"cut off', '{"source": "c.jpg"}', "[1, 2]"]) + "\n")
+    with scripted_service(picture("image/jpeg")) as service:
+        ran = facecrop_here("batch", str(photos), str(out), "--mode", "crop", "-q", "--url", service.url)
+    assert ran.returncode == 0 and service.requests == [], ran.stderr
+    assert ran.stderr.startswith("done: 2 images, 2 already done, 0 processed, 0 failed")
+    last = json.loads(manifest.read_text().splitlines()[-1])
+    assert (last["source"], last["output"], last["status"], last["faces"], last["duration_ms"]) == (
+        "b.jpg",
+        str(out / "b.jpg"),
+        "done",
+        None,
+        None,
+    )
+    assert len(manifest.read_text().splitlines()) == 6  # nothing else added
