@@ -41,3 +41,20 @@ def test_quiet_shows_nothing():
     for stream in (Terminal(), io.StringIO()):
         advance(batch.progress_bar(4, stream, quiet=True), 4, failed=1)
         assert stream.getvalue() == ""
+
+
+def test_images_show_no_failure_yet_from_the_start_and_frames_show_none(monkeypatch):
+    """Images: `failed=0` from the first line or frame of the bar; a video's frames: no failures shown."""
+    monkeypatch.setattr(batch, "LOG_INTERVAL_S", 0)
+    for stream in (Terminal(), io.StringIO()):
+        advance(batch.progress_bar(2, stream), 2, failed=0)
+        first = stream.getvalue().replace("\r", "\n").strip().splitlines()[0]
+        assert "0/2" in first and "failed=0" in first, first
+        frames = type(stream)()
+        advance(batch.progress_bar(2, frames, unit="frame", things="frames"), 2, failed=0)
+        assert "2/2" in frames.getvalue() and "failed" not in frames.getvalue()
+
+
+def test_a_quiet_bar_still_counts_what_there_is_to_do():
+    bar = batch.progress_bar(4, Terminal(), quiet=True)
+    assert (bar.total, bar.disable) == (4, True)
