@@ -9,17 +9,19 @@ import errno
 import json
 import threading
 import time
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from facecrop_client import Client, FacecropError
-from facecrop_client.batch import DetectSink, file_problem, foreign, run_batch, video_failure
+from facecrop_client.batch import DetectSink, file_problem, foreign, progress_bar, run_batch, video_failure
 from facecrop_client.sources import Folder
 from tests.support import ONE_FACE, facecrop_here, json_answer, scripted_service
 
 CONCURRENCY = 2
 WAIT_S = 10.0  # what a stand-in waits for a condition the code under test may never meet
+QUIET = partial(progress_bar, quiet=True)  # run_batch's progress, shown nowhere
 
 
 def photo_folder(folder: Path, count: int) -> Path:
@@ -30,18 +32,11 @@ def photo_folder(folder: Path, count: int) -> Path:
     return folder
 
 
-def detect_all(service, photos: Path, output: Path, progress=None):
+def detect_all(service, photos: Path, output: Path, progress=QUIET):
     client = Client(service.url, retries=0, timeout=30)
-    recorded = progress or (lambda total: quiet_bar(total))
     return run_batch(
-        client, Folder(photos, output), DetectSink(output), {}, CONCURRENCY, output.with_suffix(".f"), recorded
+        client, Folder(photos, output), DetectSink(output), {}, CONCURRENCY, output.with_suffix(".f"), progress
     )
-
-
-def quiet_bar(total: int):
-    from facecrop_client.batch import progress_bar
-
-    return progress_bar(total, quiet=True)
 
 
 def test_as_many_photos_as_the_concurrency_are_at_the_service_at_once(tmp_path):
@@ -90,7 +85,7 @@ def test_the_progress_is_made_for_the_photos_to_do_and_the_summary_tells_the_run
 
     def progress(total: int):
         totals.append(total)
-        return quiet_bar(total)
+        return QUIET(total)
 
     with scripted_service(lambda turn: json_answer(200, ONE_FACE)) as service:
         started = time.monotonic()

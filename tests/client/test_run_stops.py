@@ -11,13 +11,14 @@ import json
 import math
 import os
 import time
+from functools import partial
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
 from facecrop_client import Client
-from facecrop_client.batch import UNANSWERED_IN_A_ROW, DetectSink, PictureSink, reason, run_batch
+from facecrop_client.batch import UNANSWERED_IN_A_ROW, DetectSink, PictureSink, progress_bar, reason, run_batch
 from facecrop_client.on_ray import PhotoJob, Service, one_photo
 from facecrop_client.sources import Folder, Item
 from tests.support import ONE_FACE, Ran, facecrop_here, json_answer, refusal, scripted_service
@@ -173,10 +174,7 @@ def run_once(photos: Path, tmp_path: Path, answer_for, unanswered=lambda body: N
     return summary, service
 
 
-def quiet(total: int):
-    from facecrop_client.batch import progress_bar
-
-    return progress_bar(total, quiet=True)
+quiet = partial(progress_bar, quiet=True)  # run_batch's progress, shown nowhere
 
 
 def test_photos_named_on_the_command_line_stop_at_a_refused_key(photos):
