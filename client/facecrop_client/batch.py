@@ -540,15 +540,12 @@ def stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, interrupt)
 
 
-def sweep_partials(output: Path) -> int:
+def sweep_partials(output: Path) -> None:
     """Remove what writers left half-written under a batch's `output` folder (a task killed with its
-    node mid-write, a run interrupted): the pictures' and videos' partial files only. Their count."""
-    removed = 0
+    node mid-write, a run interrupted): the pictures' and videos' partial files only."""
     for path in output.rglob("*.partial*") if output.is_dir() else ():
         if path.is_file() and (PICTURE_PARTIAL.search(path.name) or VIDEO_PARTIAL.match(path.name)):
             path.unlink(missing_ok=True)
-            removed += 1
-    return removed
 
 
 def reason(error: FacecropError | OSError, code: str = "read_error") -> dict:

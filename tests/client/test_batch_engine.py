@@ -6,6 +6,7 @@ as deep as the tree, named for the format answered), and each failure's line."""
 from __future__ import annotations
 
 import errno
+import io
 import json
 import threading
 import time
@@ -15,7 +16,16 @@ from pathlib import Path
 import pytest
 
 from facecrop_client import Client, FacecropError
-from facecrop_client.batch import DetectSink, file_problem, foreign, progress_bar, run_batch, video_failure
+from facecrop_client.batch import (
+    DetectSink,
+    Ledger,
+    Summary,
+    file_problem,
+    foreign,
+    progress_bar,
+    run_batch,
+    video_failure,
+)
 from facecrop_client.sources import Folder
 from tests.support import ONE_FACE, facecrop_here, json_answer, scripted_service
 
@@ -264,3 +274,25 @@ def test_pictures_an_interrupted_run_wrote_but_did_not_list_are_listed_by_the_ne
         None,
     )
     assert len(manifest.read_text().splitlines()) == 6  # nothing else added
+
+
+def test_the_ledger_writes_each_items_line_counts_it_and_shows_the_failures_on_the_bar():
+    """A photo done, one failed and a video done: their manifest lines (milliseconds to a tenth of
+    the seconds given), the failure's line, the summary's counts and the bar's count and `failed=`."""
+    manifest, failures = io.StringIO(), io.StringIO()
+    summary, bar = Summary(total=2), progress_bar(2, io.StringIO())
+    ledger = Ledger(summary, manifest, failures, bar)
+    error = {"status": 422, "code": "no_face", "message": "no face"}
+    ledger.record("a.jpg", "out/a.jpg", 3, None, 0.25)
+    ledger.record("b.jpg", "", 0, error, 0.01234)
+    ledger.record("c.mp4", "out/c.mp4", 9, None, 2.0, image=False)
+    rows = [json.loads(line) for line in manifest.getvalue().splitlines()]
+    assert [(row["source"], row["status"], row["faces"], row["duration_ms"]) for row in rows] == [
+        ("a.jpg", "done", 3, 250.0),
+        ("b.jpg", "failed", 0, 12.3),
+        ("c.mp4", "done", 9, 2000.0),
+    ]
+    assert rows[1]["error"] == error and rows[0]["error"] is None and rows[0]["output"] == "out/a.jpg"
+    assert [json.loads(line) for line in failures.getvalue().splitlines()] == [{"path": "b.jpg", **error}]
+    assert (summary.succeeded, summary.failed, bar.n) == (1, 1, 2)
+    assert bar.postfix == "failed=1"

@@ -21,7 +21,9 @@ def advance(bar, count: int, failed: int) -> None:
 
 def test_a_terminal_gets_a_live_bar():
     stream = Terminal()
-    advance(batch.progress_bar(4, stream), 4, failed=1)
+    bar = batch.progress_bar(4, stream)
+    assert callable(bar.dynamic_ncols)  # it follows the terminal's width as the window is resized
+    advance(bar, 4, failed=1)
     assert "\r" in stream.getvalue()
     assert "4/4" in stream.getvalue() and "img/s" in stream.getvalue() and "failed=1" in stream.getvalue()
 
