@@ -175,8 +175,9 @@ def _not_facecrops(response: urllib3.BaseHTTPResponse, code: str) -> FacecropErr
 
 class Services:
     """Several services (one URL each: say the node-local service of every GPU host) used as one
-    Client: calls spread over them in turn, and a call whose service cannot be reached, or is
-    unavailable past its retries, is made on the next one (each once) before it fails."""
+    Client: calls spread over them in turn, and a call whose service cannot be reached, answers
+    what is not facecrop's, or is unavailable past its retries, is made on the next one (each once)
+    before it fails."""
 
     def __init__(self, clients: list[Client]):
         if not clients:
@@ -222,10 +223,15 @@ class Services:
         raise AssertionError("unreachable")
 
 
+NOT_THIS_SERVICE_CODES = frozenset({"connection_error", "http_error", UNREADABLE_ANSWER})
+NOT_THIS_SERVICE_STATUSES = frozenset({404, 503})
+
+
 def _elsewhere(error: FacecropError) -> bool:
-    """Whether another service may answer what this one did not: it cannot be reached, or it is
-    unavailable past its retries (503: its Triton down); a refusal is the same everywhere."""
-    return error.code == "connection_error" or error.status == 503
+    """Whether another service may answer what this one did not: it cannot be reached, its answer is
+    not facecrop's (a proxy's or a sign-in page, an address without the route: 404), or it is
+    unavailable past its retries (503: its Triton down); facecrop's refusal is the same everywhere."""
+    return error.code in NOT_THIS_SERVICE_CODES or error.status in NOT_THIS_SERVICE_STATUSES
 
 
 AnyClient = Union[Client, Services]  # what the command line and the batch and video jobs call

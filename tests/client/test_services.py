@@ -1,9 +1,10 @@
-"""Several service URLs as one client (`--url a,b`): calls spread in turn, an unreachable service
-skipped for the next, a refusal not sent elsewhere."""
+"""Several service URLs as one client (`--url a,b`): calls spread in turn, a service unreachable,
+unavailable or not facecrop's skipped for the next, facecrop's refusal not sent elsewhere."""
 
 import pytest
 
 from facecrop_client.client import Client, FacecropError, Services, connect
+from tests.support import ONE_FACE, json_answer, refusal, scripted_service
 
 
 class Stub:
@@ -63,3 +64,23 @@ def test_connect_takes_one_url_or_several():
     assert isinstance(connect("http://127.0.0.1:8080"), Client)
     several = connect("http://10.0.0.1:8080, http://10.0.0.2:8080")
     assert isinstance(several, Services) and several.base_url == "http://10.0.0.1:8080, http://10.0.0.2:8080"
+
+
+def test_an_answer_that_is_not_facecrops_is_tried_on_the_next_service():
+    """One address behind a sign-in page (200, HTML), one another application's (its own 500 page), one
+    an older gateway without the route (facecrop's 404): each photo is answered by the facecrop after
+    them, each of the others asked once from its turn on; with no facecrop among them, a call fails."""
+    sign_in = (200, {"Content-Type": "text/html"}, b"<html>Sign in to the guest network</html>")
+    other_app = (500, {"Content-Type": "text/html"}, b"<html>Whitelabel Error Page</html>")
+    with (
+        scripted_service(lambda turn: sign_in) as login,
+        scripted_service(lambda turn: other_app) as other,
+        scripted_service(lambda turn: refusal(404, "not_found")) as older,
+        scripted_service(lambda turn: json_answer(200, ONE_FACE)) as facecrop,
+    ):
+        services = connect(",".join(s.url for s in (login, other, older, facecrop)), timeout=10)
+        assert [len(services.detect(b"photo").faces) for _ in range(4)] == [1, 1, 1, 1]
+        assert (login.posts, other.posts, older.posts, facecrop.posts) == (1, 2, 3, 4)
+        with pytest.raises(FacecropError) as error:
+            connect(f"{other.url},{login.url}", timeout=10).detect(b"photo")
+    assert (error.value.status, error.value.code) == (200, "unreadable_answer")  # the last one's
