@@ -429,9 +429,10 @@ def refusal(status: int, code: str) -> tuple[int, dict[str, str], bytes]:
 
 class _Service(BaseHTTPRequestHandler):
     """GET /healthz: 200 while `server.healthy` (else the connection closed unanswered); the n-th POST
-    (from 0), its path and body kept in `server.requests`: where `server.unanswered(body)` gives
-    seconds, its connection closed unanswered after them (math.inf: once the service closes), else
-    `server.answer_for(n)`, or the connection closed unanswered where it is None (a service gone away)."""
+    (from 0), its path and body kept in `server.requests` (its Authorization header in `server.keys`):
+    where `server.unanswered(body)` gives seconds, its connection closed unanswered after them
+    (math.inf: once the service closes), else `server.answer_for(n)`, or the connection closed
+    unanswered where it is None (a service gone away)."""
 
     def do_GET(self) -> None:
         if not self.server.healthy:  # type: ignore[attr-defined]
@@ -445,6 +446,7 @@ class _Service(BaseHTTPRequestHandler):
             turn = self.server.posts  # type: ignore[attr-defined]
             self.server.posts += 1  # type: ignore[attr-defined]
             self.server.requests.append((self.path, body))  # type: ignore[attr-defined]
+            self.server.keys.add(self.headers.get("Authorization"))  # type: ignore[attr-defined]
         held = self.server.unanswered(body)  # type: ignore[attr-defined]
         if held is not None:
             self.server.closing.wait(None if held == math.inf else held)  # type: ignore[attr-defined]
@@ -470,7 +472,7 @@ def scripted_service(answer_for, unanswered=lambda body: None) -> Iterator[Threa
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Service)
     server.daemon_threads = True
     server.answer_for, server.posts, server.lock = answer_for, 0, threading.Lock()  # type: ignore[attr-defined]
-    server.requests = []  # type: ignore[attr-defined]
+    server.requests, server.keys = [], set()  # type: ignore[attr-defined]
     server.unanswered, server.closing, server.healthy = unanswered, threading.Event(), True  # type: ignore[attr-defined]
     server.url = f"http://127.0.0.1:{server.server_port}"  # type: ignore[attr-defined]
     with serving(server):

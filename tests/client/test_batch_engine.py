@@ -279,8 +279,8 @@ def test_pictures_an_interrupted_run_wrote_but_did_not_list_are_listed_by_the_ne
 def test_the_ledger_writes_each_items_line_counts_it_and_shows_the_failures_on_the_bar():
     """A photo done, one failed and a video done: their manifest lines (milliseconds to a tenth of
     the seconds given), the failure's line, the summary's counts and the bar's count and `failed=`."""
-    manifest, failures = io.StringIO(), io.StringIO()
-    summary, bar = Summary(total=2), progress_bar(2, io.StringIO())
+    manifest, failures, log = io.StringIO(), io.StringIO(), io.StringIO()
+    summary, bar = Summary(total=2), progress_bar(2, log)
     ledger = Ledger(summary, manifest, failures, bar)
     error = {"status": 422, "code": "no_face", "message": "no face"}
     ledger.record("a.jpg", "out/a.jpg", 3, None, 0.25)
@@ -296,3 +296,29 @@ def test_the_ledger_writes_each_items_line_counts_it_and_shows_the_failures_on_t
     assert [json.loads(line) for line in failures.getvalue().splitlines()] == [{"path": "b.jpg", **error}]
     assert (summary.succeeded, summary.failed, bar.n) == (1, 1, 2)
     assert bar.postfix == "failed=1"
+    # in a log, a failure brings no line of its own: only the first one is there
+    assert log.getvalue().splitlines() == ["0/2 images (0%) in 00:00, ?img/s, ETA ?, failed=0"]
+
+
+@pytest.mark.parametrize(
+    ("summary", "said"),
+    [
+        (
+            Summary(total=10, skipped=2, succeeded=6, failed=2, seconds=1.5),
+            "done: 10 images, 2 already done, 6 processed, 2 failed, 1.5 s (4.0 images/s)",
+        ),
+        (Summary(total=0), "done: 0 images, 0 already done, 0 processed, 0 failed, 0.0 s (0.0 images/s)"),
+        (
+            Summary(total=3, succeeded=1, seconds=0.5, interrupted=True),
+            "interrupted (run again to continue): 3 images, 0 already done, 1 processed, 0 failed, 0.5 s "
+            "(2.0 images/s)",
+        ),
+        (
+            Summary(total=3, seconds=2.0, stopped="401 unauthorized: no"),
+            "stopped (run again to continue): 3 images, 0 already done, 0 processed, 0 failed, 2.0 s (0.0 images/s); "
+            "why: 401 unauthorized: no",
+        ),
+    ],
+)
+def test_the_summary_line_tells_the_counts_and_the_rate_of_the_photos_processed(summary, said):
+    assert summary.line() == said

@@ -130,6 +130,36 @@ def test_counts_and_seconds_out_of_range_are_a_usage_error(argv, said, capsys):
     assert exited.value.code == 2 and said in capsys.readouterr().err
 
 
+def test_each_commands_defaults():
+    video = parser().parse_args(["video", "a.mp4", "b.mp4"])
+    assert (video.mode, video.in_flight) == ("anonymize", 4)
+    assert parser().parse_args(["video", "a.mp4", "b.jsonl", "--mode", "detect"]).mode == "detect"
+    assert parser().parse_args(["batch", "in", "out", "--mode", "crop"]).concurrency == 8
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        ([], "the following arguments are required: command"),
+        (["batch", "in", "out"], "the following arguments are required: --mode"),
+        (["batch", "in", "out", "--mode", "video"], "argument --mode: invalid choice: 'video'"),
+        (["video", "a.mp4", "b.mp4", "--mode", "crop"], "argument --mode: invalid choice: 'crop'"),
+        (["crop", "a.jpg"], "the following arguments are required: --out"),
+        (["anonymize", "a.jpg"], "the following arguments are required: --out"),
+    ],
+)
+def test_a_command_or_an_argument_missing_or_not_one_of_its_choices_is_a_usage_error(argv, said, capsys):
+    with pytest.raises(SystemExit) as exited:
+        parser().parse_args(argv)
+    assert exited.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_the_help_keeps_the_descriptions_lines():
+    assert "\nThe service address comes from --url, else FACECROP_URL, else http://127.0.0.1:8080;\n" in (
+        parser().format_help()
+    )
+
+
 def test_the_smallest_counts_and_a_fraction_of_a_second_are_taken():
     args = parser().parse_args(["video", "a.mp4", "b.mp4", "--in-flight", "1", "--hold", "0", "--timeout", "0.5"])
     assert (args.in_flight, args.hold, args.timeout) == (1, 0, 0.5)

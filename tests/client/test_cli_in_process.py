@@ -777,7 +777,8 @@ def photo_tree(folder: Path, count: int) -> Path:
 @pytest.mark.parametrize("mode", ["detect", "crop", "anonymize"])
 def test_a_batch_on_ray_answers_writes_and_tells_as_the_local_engine(ray_here, tmp_path, mode):
     """More photos than one task takes (the job split into tasks): each photo's answer, output and
-    manifest row, the summary and the status as a run of the local engine gives them."""
+    manifest row, the summary and the status as a run of the local engine gives them; the API key sent
+    with each."""
     photos = photo_tree(tmp_path / "photos", 19)
     runs = {}
     for engine in ENGINES:
@@ -785,10 +786,11 @@ def test_a_batch_on_ray_answers_writes_and_tells_as_the_local_engine(ray_here, t
         with stand_in() as service:
             started = time.monotonic()
             ran = facecrop_with(engine, "batch", str(photos), str(output), "--mode", mode, "--json", "--quality", "70",
-                                "--concurrency", "3", "--url", service.url)  # fmt: skip
+                                "--concurrency", "3", "--url", service.url, "--api-key", "k")  # fmt: skip
             took = time.monotonic() - started
         assert ran.returncode == 0, (engine, ran.stderr)
         assert 0 < json.loads(ran.stdout)["seconds"] < took
+        assert service.keys == {"Bearer k"}, engine  # the key reaches every task
         sorted_sent = sorted((path, tuple(sorted(options.items())), body) for path, options, body in sent(service))
         written = sorted(p.relative_to(output).as_posix() for p in output.rglob("*.jpg")) if mode != "detect" else []
         lines = (
@@ -959,6 +961,7 @@ def test_a_batch_on_ray_anonymizing_a_folder_hides_its_videos_as_the_local_engin
     for engine in ENGINES:
         out = tmp_path / engine
         with seeing_no_face() as service:
+            started = time.monotonic()
             ran = facecrop_with(
                 engine,
                 "batch",
@@ -972,6 +975,8 @@ def test_a_batch_on_ray_anonymizing_a_folder_hides_its_videos_as_the_local_engin
                 "--url",
                 service.url,
             )
+            took_ms = (time.monotonic() - started) * 1000
+        assert all(0 <= row["duration_ms"] <= took_ms for row in map(json.loads, manifest_path(out).open())), engine
         told = ran.stderr.replace(str(tmp_path / engine), "RUN").replace(str(photos), "IN")
         failures = out.with_name(f"{engine}.failures.jsonl").read_text().replace(str(photos), "IN")
         summary = {k: v for k, v in json.loads(ran.stdout).items() if k not in ("seconds", "manifest")}

@@ -28,6 +28,11 @@ def test_a_terminal_gets_a_live_bar():
     assert "4/4" in stream.getvalue() and "img/s" in stream.getvalue() and "failed=1" in stream.getvalue()
 
 
+def test_a_log_or_a_pipe_gets_a_line_every_log_interval():
+    bar = batch.progress_bar(4, io.StringIO())
+    assert (bar.mininterval, bar.maxinterval) == (batch.LOG_INTERVAL_S, batch.LOG_INTERVAL_S) == (10.0, 10.0)
+
+
 def test_a_log_or_a_pipe_gets_plain_lines(monkeypatch):
     monkeypatch.setattr(batch, "LOG_INTERVAL_S", 0)  # a line at every update instead of every 10 s
     stream = io.StringIO()

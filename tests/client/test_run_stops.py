@@ -122,10 +122,12 @@ def test_a_photo_the_service_never_answers_fails_alone_and_the_run_goes_on(photo
     summary, service = run_once(photos, tmp_path, lambda n: json_answer(200, ONE_FACE), unanswered)
     assert not summary.stopped and (summary.succeeded, summary.failed) == (PHOTOS - 1, 1)
     (failure,) = lines(tmp_path / "failures.jsonl")
-    assert (failure["path"], failure["code"]) == ("p03.jpg", "not_answered")
-    assert (
-        failure["message"].startswith("the service answers, but not this photo: ") and "timed out" in failure["message"]
-    )
+    said = "the service answers, but not this photo: Read timed out. (read timeout=0.5)"  # not where it was sent
+    assert failure == {"path": "p03.jpg", "status": 0, "code": "not_answered", "message": said}
+    (row,) = [row for row in lines(tmp_path / "faces.jsonl.manifest.jsonl") if row["source"] == "p03.jpg"]
+    assert (row["output"], row["faces"], row["status"]) == ("", 0, "failed")
+    assert {"path": "p03.jpg", **row["error"]} == failure
+    assert 1000 <= row["duration_ms"] < 30_000  # both tries' half seconds, from when it was sent
     assert len(lines(tmp_path / "faces.jsonl")) == PHOTOS - 1
     summary, service = run_once(photos, tmp_path, lambda n: json_answer(200, ONE_FACE))
     assert service.posts == 1 and summary.skipped == PHOTOS - 1 and summary.succeeded == 1
