@@ -37,7 +37,7 @@ from facecrop_client.batch import (
     videos_ledger,
     videos_to_do,
 )
-from facecrop_client.client import AnyClient, FacecropError, connect
+from facecrop_client.client import POOL_SIZE, AnyClient, FacecropError, connect
 from facecrop_client.presets import DEFAULTS, FAST
 from facecrop_client.sources import Folder, Source, SourceError, source_of
 
@@ -244,8 +244,9 @@ def service_of(args: argparse.Namespace) -> tuple[str, float, str | None]:
 
 
 def client_of(args: argparse.Namespace) -> AnyClient:
-    """The client of the service(s) the arguments name."""
-    return connect(*service_of(args))
+    """The client of the service(s) the arguments name, with a connection for each request in flight."""
+    in_flight = max(getattr(args, "concurrency", 0), getattr(args, "in_flight", 0))
+    return connect(*service_of(args), pool_size=max(POOL_SIZE, in_flight))
 
 
 def service_params(args: argparse.Namespace, names: tuple[str, ...]) -> dict:

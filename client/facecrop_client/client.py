@@ -23,6 +23,7 @@ ImageInput = Union[str, Path, bytes, bytearray, BinaryIO]
 # here is a pure function of its body, so sending it again is safe.
 RETRYABLE_STATUSES = frozenset({429, 502, 503})
 UNREADABLE_ANSWER = "unreadable_answer"  # a success (2xx) that is not facecrop's answer
+POOL_SIZE = 32  # connections kept to a service: as many requests may be in flight to it at once
 
 
 class FacecropError(Exception):
@@ -56,7 +57,7 @@ class Client:
         retries: int = 5,
         backoff: float = 0.5,
         max_backoff: float = 30.0,
-        pool_size: int = 32,
+        pool_size: int = POOL_SIZE,
     ):
         self.base_url = (base_url if "://" in base_url else f"http://{base_url}").rstrip("/")  # 127.0.0.1:8080 too
         self.timeout = timeout
@@ -237,7 +238,12 @@ def _elsewhere(error: FacecropError) -> bool:
 AnyClient = Union[Client, Services]  # what the command line and the batch and video jobs call
 
 
-def connect(urls: str, timeout: float = 60.0, api_key: str | None = None) -> AnyClient:
-    """The Client of one URL, or Services over several, comma-separated."""
-    clients = [Client(url.strip(), timeout=timeout, api_key=api_key) for url in urls.split(",") if url.strip()]
+def connect(urls: str, timeout: float = 60.0, api_key: str | None = None, pool_size: int = POOL_SIZE) -> AnyClient:
+    """The Client of one URL, or Services over several, comma-separated; `pool_size` requests at
+    once to each."""
+    clients = [
+        Client(url.strip(), timeout=timeout, api_key=api_key, pool_size=pool_size)
+        for url in urls.split(",")
+        if url.strip()
+    ]
     return clients[0] if len(clients) == 1 else Services(clients)  # none: Services refuses

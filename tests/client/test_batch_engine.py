@@ -49,9 +49,10 @@ def detect_all(service, photos: Path, output: Path, progress=QUIET):
     )
 
 
-def test_as_many_photos_as_the_concurrency_are_at_the_service_at_once(tmp_path):
-    """Each photo held until CONCURRENCY are at the service together (or WAIT_S passed)."""
-    photos = photo_folder(tmp_path / "photos", 6)
+@pytest.mark.parametrize("concurrency", [CONCURRENCY, 40])  # 40: past a thread pool's or connection pool's default
+def test_as_many_photos_as_the_concurrency_are_at_the_service_at_once(tmp_path, concurrency):
+    """Each photo held until `concurrency` are at the service together (or WAIT_S passed)."""
+    photos = photo_folder(tmp_path / "photos", concurrency + 4)
     most = []
     lock, at_once = threading.Lock(), [0]
 
@@ -60,15 +61,17 @@ def test_as_many_photos_as_the_concurrency_are_at_the_service_at_once(tmp_path):
             at_once[0] += 1
             most.append(at_once[0])
         deadline = time.monotonic() + WAIT_S
-        while max(most) < CONCURRENCY and time.monotonic() < deadline:
+        while max(most) < concurrency and time.monotonic() < deadline:
             time.sleep(0.005)
         with lock:
             at_once[0] -= 1
         return json_answer(200, ONE_FACE)
 
     with scripted_service(answer_for) as service:
-        summary = detect_all(service, photos, tmp_path / "faces.jsonl")
-    assert summary.succeeded == 6 and max(most) == CONCURRENCY
+        ran = facecrop_here("batch", str(photos), str(tmp_path / "faces.jsonl"), "--mode", "detect", "-q",
+                            "--concurrency", str(concurrency), "--url", service.url)  # fmt: skip
+    assert ran.returncode == 0 and max(most) == concurrency, ran.stderr
+    assert ran.stderr.startswith(f"done: {concurrency + 4} images, 0 already done, {concurrency + 4} processed")
 
 
 def test_a_photo_the_service_holds_holds_back_no_other(tmp_path):

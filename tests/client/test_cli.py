@@ -219,3 +219,19 @@ def test_a_video_option_given_wins_over_the_defaults_and_over_fast(fast, given, 
     assert job.params_for(0).get("detail") == (
         "high" if given == ["--detail", "high"] else "auto" if not fast else None
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "connections"),
+    [
+        (["detect", "a.jpg"], 32),
+        (["batch", "in", "out", "--mode", "detect", "--concurrency", "50"], 50),
+        (["video", "a.mp4", "b.mp4", "--in-flight", "60"], 60),
+        (["--url", "http://a:1,http://b:2", "batch", "in", "out", "--mode", "crop", "--concurrency", "40"], 40),
+    ],
+)
+def test_each_service_gets_a_connection_for_every_request_the_command_has_in_flight(argv, connections):
+    """urllib3's pool blocks past its size: a smaller one would hold --concurrency 50 to 32 at the service."""
+    client = client_of(parser().parse_args(argv))
+    for each in getattr(client, "clients", [client]):
+        assert each.pool.connection_pool_kw["maxsize"] == connections
