@@ -267,18 +267,20 @@ def photo_task(batch: dict[str, Any], job: PhotoJob) -> dict[str, list]:
 
 
 def one_photo(job: PhotoJob, item: Item) -> Done:
-    """One photo read, sent (`batch.timed_call`, as the local path does) and its picture written here."""
+    """One photo read, sent (`batch.timed_call`, as the local path does) and its picture written here;
+    its seconds are the call's, whether or not its picture could be written (as the local path's)."""
     try:
         answer, seconds = timed_call(job.sink, job.service.client(), job.source, item, job.params)
-        if isinstance(job.sink, PictureSink):
-            output = str(job.sink.write(item.name, answer))
-            return Done(item.name, output, job.sink.faces(answer), None, seconds)
-        output = str(job.sink.output_of(item.name))
-        return Done(item.name, output, job.sink.faces(answer), None, seconds, answer)  # the driver writes it
     except Failed as failure:
         return Done(item.name, "", 0, reason(failure.error), failure.seconds)
+    if not isinstance(job.sink, PictureSink):
+        output = str(job.sink.output_of(item.name))
+        return Done(item.name, output, job.sink.faces(answer), None, seconds, answer)  # the driver writes it
+    try:
+        output = str(job.sink.write(item.name, answer))
     except OSError as error:  # the picture could not be written
-        return Done(item.name, "", 0, reason(error, "write_error"), 0.0)
+        return Done(item.name, "", 0, reason(error, "write_error"), seconds)
+    return Done(item.name, output, job.sink.faces(answer), None, seconds)
 
 
 def run_photos(job: PhotoJob, todo: list[Item]) -> Iterable[Done]:

@@ -156,8 +156,12 @@ def test_two_photos_with_one_output_and_a_listed_photo_gone_fail_each_with_its_r
     listed = tmp_path / "list.txt"
     listed.write_text(f"{photos / 'x.jpeg'}\n{photos / 'x.jpg'}\n{photos / 'gone.jpg'}\n")
     with scripted_service(picture("image/jpeg")) as service:
+        started = time.monotonic()
         ran = facecrop_here("batch", str(listed), str(tmp_path / "out"), "--mode", "crop", "-q", "--url", service.url)
+        took_ms = (time.monotonic() - started) * 1000
     assert ran.returncode == 1 and len(service.requests) == 1
+    rows = {row["source"]: row for row in map(json.loads, (tmp_path / "out.manifest.jsonl").open())}
+    assert 0 <= rows["photos/gone.jpg"]["duration_ms"] <= took_ms  # the try to read it
     failures = failures_of(tmp_path)
     same = [failure for path, failure in failures.items() if path.endswith("x.jpg")]
     assert same == [

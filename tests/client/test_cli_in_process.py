@@ -826,9 +826,12 @@ def test_a_batch_on_ray_records_each_photos_own_failure_as_the_local_engine(ray_
         output.mkdir(parents=True)
         (output / "a").write_bytes(b"a file where folder a goes")
         with stand_in() as service:
-            service.answer_for = refusing_three_faces(service, service.answer_for)
+            answer = refusing_three_faces(service, service.answer_for)
+            service.answer_for = lambda turn, answer=answer: time.sleep(0.02) or answer(turn)
             ran = facecrop_with(engine, "batch", str(photos), str(output), "--mode", "crop", "--url", service.url)
         failures = output.with_name("out.failures.jsonl").read_text().replace(str(tmp_path / engine), "RUN")
+        # each photo's milliseconds are its call's, its picture written or not
+        assert all(row["duration_ms"] >= 20 for row in map(json.loads, manifest_path(output).open())), engine
         told = without_times(ran.stderr.replace(str(tmp_path / engine), "RUN"))
         runs[engine] = (ran.returncode, sorted(failures.splitlines()), manifest_rows(output), told)
     assert runs["ray"] == runs["local"]

@@ -206,4 +206,20 @@ def test_each_video_is_a_task_of_one_cpu(ray_data_here, tmp_path):
             f"{tmp_path / item.source}: connection_error: cannot reach http://127.0.0.1:9"
         )
     [call] = ray_data_here
-    assert (call["batches"], call["batch_size"], call["num_cpus"]) == ([1, 1], 1, 1)
+    assert (call["batches"], call["batch_size"], call["num_cpus"], call["batch_format"]) == ([1, 1], 1, 1, "default")
+
+
+def test_a_head_that_takes_no_connection_is_given_up_on_after_the_connect_timeout(monkeypatch):
+    """An address that drops the handshake (a firewall) fails after CONNECT_TIMEOUT_S, not the OS's
+    minutes: the timeout each connection is tried with."""
+    tried = []
+
+    def dropped(address, timeout=None):
+        tried.append((address, timeout))
+        raise TimeoutError("timed out")
+
+    monkeypatch.setattr(on_ray.socket, "create_connection", dropped)
+    with pytest.raises(on_ray.ClusterError) as error:
+        on_ray._reachable("ray://10.0.0.9:6379")
+    assert str(error.value) == "cannot reach the Ray cluster at ray://10.0.0.9:6379: timed out"
+    assert tried == [(("10.0.0.9", 6379), on_ray.CONNECT_TIMEOUT_S)] and 0 < on_ray.CONNECT_TIMEOUT_S <= 10

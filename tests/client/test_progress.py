@@ -44,9 +44,11 @@ def test_a_log_or_a_pipe_gets_plain_lines(monkeypatch):
     assert lines[-1].startswith("4/4 images (100%) in 00:00") and lines[-1].endswith("failed=1")
 
 
-def test_quiet_shows_nothing():
+def test_quiet_shows_nothing(monkeypatch):
     for stream in (Terminal(), io.StringIO()):
+        monkeypatch.setattr("sys.stderr", stream)  # the stream a bar goes to when none is named
         advance(batch.progress_bar(4, stream, quiet=True), 4, failed=1)
+        advance(batch.progress_bar(4, quiet=True), 4, failed=1)
         assert stream.getvalue() == ""
 
 
