@@ -133,7 +133,8 @@ def test_counts_and_seconds_out_of_range_are_a_usage_error(argv, said, capsys):
 def test_each_commands_defaults():
     video = parser().parse_args(["video", "a.mp4", "b.mp4"])
     assert (video.mode, video.in_flight) == ("anonymize", 4)
-    assert parser().parse_args(["video", "a.mp4", "b.jsonl", "--mode", "detect"]).mode == "detect"
+    for mode in ("anonymize", "detect"):
+        assert parser().parse_args(["video", "a.mp4", "b.jsonl", "--mode", mode]).mode == mode
     assert parser().parse_args(["batch", "in", "out", "--mode", "crop"]).concurrency == 8
 
 

@@ -659,6 +659,33 @@ def test_each_photos_line_reaches_a_pipe_while_the_next_photo_is_at_the_service(
     assert running.returncode == 0 and first.startswith(("{", str(tmp_path / "out"))) and len(rest.splitlines()) == 1
 
 
+def test_sigterm_during_a_video_ends_it_as_ctrl_c_does_leaving_nothing(tmp_path):
+    """`facecrop video` as the batch's videos below: SIGTERM at its first frame, status 130, no
+    output or partial file; the next run does it."""
+    source, out = clip_file(tmp_path / "in" / "clip.mp4"), tmp_path / "out"
+    out.mkdir()
+    stopping = "facecrop: stopping once the frames already sent are answered"
+    with seeing_no_face() as service:
+        answer = service.answer_for
+
+        def stopped_at_the_first_frame(turn: int):
+            if turn == 0:
+                signal.raise_signal(signal.SIGTERM)
+                deadline = time.monotonic() + 60
+                while stopping not in sys.stderr.getvalue() and time.monotonic() < deadline:
+                    time.sleep(0.01)
+            return answer(turn)
+
+        service.answer_for = stopped_at_the_first_frame
+        ran = facecrop_here("video", str(source), str(out / "clip.mp4"), "-q", "--url", service.url)
+        assert (ran.returncode, ran.stderr) == (130, stopping + "\n")
+        assert list(out.iterdir()) == []
+        service.answer_for = answer
+        again = facecrop_here("video", str(source), str(out / "clip.mp4"), "-q", "--url", service.url)
+    assert again.returncode == 0, again.stderr
+    assert frames_in(out / "clip.mp4") == FRAMES
+
+
 def test_sigterm_during_a_batchs_videos_ends_it_as_ctrl_c_does_leaving_no_partial_video(tmp_path):
     """SIGTERM as the video's first frame reaches the service, which answers it only once the command
     has said it is stopping: the video stops there (its partial file removed), status 130; the next

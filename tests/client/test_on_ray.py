@@ -223,3 +223,30 @@ def test_a_head_that_takes_no_connection_is_given_up_on_after_the_connect_timeou
         on_ray._reachable("ray://10.0.0.9:6379")
     assert str(error.value) == "cannot reach the Ray cluster at ray://10.0.0.9:6379: timed out"
     assert tried == [(("10.0.0.9", 6379), on_ray.CONNECT_TIMEOUT_S)] and 0 < on_ray.CONNECT_TIMEOUT_S <= 10
+
+
+def test_a_task_has_requests_per_task_photos_at_the_service_at_once(tmp_path):
+    """A task of 12 photos against a stand-in that holds each until one more than REQUESTS_PER_TASK
+    are there (or a second passed): never more than REQUESTS_PER_TASK at once, and every one answered."""
+    import threading
+    import time
+
+    from tests.support import ONE_FACE, json_answer, scripted_service
+
+    lock, at_once, most = threading.Lock(), [0], [0]
+
+    def answer_for(turn: int):
+        with lock:
+            at_once[0] += 1
+            most[0] = max(most[0], at_once[0])
+        deadline = time.monotonic() + 1.0
+        while most[0] <= on_ray.REQUESTS_PER_TASK and time.monotonic() < deadline:
+            time.sleep(0.005)
+        with lock:
+            at_once[0] -= 1
+        return json_answer(200, ONE_FACE)
+
+    with scripted_service(answer_for) as service:
+        job, todo = photo_job(tmp_path, 12, service.url)
+        rows = on_ray.photo_task({"source": [i.name for i in todo], "origin": [i.origin for i in todo]}, job)
+    assert rows["error"] == [""] * 12 and most[0] == on_ray.REQUESTS_PER_TASK == 4
