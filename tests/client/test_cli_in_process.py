@@ -1079,3 +1079,25 @@ def test_sigterm_ends_a_video_on_ray_as_ctrl_c_and_leaves_no_partial_file(ray_he
         ran = facecrop_here("video", str(source), str(tmp_path / "out.mp4"), "--url", service.url, "--ray", "-q")
     assert (ran.returncode, ran.stdout, ran.stderr) == (130, b"", "")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4"] and ray_here.left == 1
+
+
+def test_a_batchs_video_the_service_refuses_is_a_failure_naming_it_on_either_engine(ray_here, tmp_path):
+    """A frame refused (400): that video's failure, its line naming it and the service's words; the
+    photos done, status 1."""
+    photos = tmp_path / "photos"
+    photo_file(photos, "a.jpg", 0)
+    clip_file(photos / "clips" / "clip.mp4")
+    for engine in ENGINES:
+        with seeing_no_face() as service:
+            answer = service.answer_for
+            service.answer_for = lambda turn, answer=answer: answer(turn) if turn == 0 else refusal(400, "bad_frame")
+            ran = facecrop_with(engine, "batch", str(photos), str(tmp_path / engine), "--mode", "anonymize",
+                                "--url", service.url)  # fmt: skip
+        assert ran.returncode == 1, (engine, ran.stderr)
+        [failure] = map(json.loads, (tmp_path / f"{engine}.failures.jsonl").open())
+        assert failure == {
+            "path": "clips/clip.mp4",
+            "status": 0,
+            "code": "video_failed",
+            "message": f"{photos / 'clips' / 'clip.mp4'}: 400 bad_frame: the service's bad_frame",
+        }, engine
