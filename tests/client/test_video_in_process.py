@@ -73,6 +73,20 @@ def assert_hidden_clip(target: Path, codec: str, frames: int, size: tuple[int, i
         assert inside_square(frame, index, inset=5).max() < DARK, (target, index)
 
 
+def assert_nothing_else_hidden(target: Path, frames: int) -> None:
+    """Around each frame's square (8 to 16 pixels out, on every side) the frame is as it was: not black."""
+    for index, frame in enumerate(decoded(target)[:frames]):
+        x, y = square_at(index, CLIP)
+        grey = cv2.cvtColor(frame.to_ndarray(format="bgr24"), cv2.COLOR_BGR2GRAY)
+        bands = (
+            grey[y : y + SIDE, x - 16 : x - 8],
+            grey[y : y + SIDE, x + SIDE + 8 : x + SIDE + 16],
+            grey[y - 16 : y - 8, x : x + SIDE],
+            grey[y + SIDE + 8 : y + SIDE + 16, x : x + SIDE],
+        )
+        assert min(band.mean() for band in bands) > 25, (target, index)
+
+
 def build(
     path: Path,
     frames: int,
@@ -374,6 +388,7 @@ def test_a_clip_shown_turned_is_looked_at_as_shown_and_hidden_where_it_is_stored
     shown = CLIP[::-1] if rotation % 180 else CLIP
     assert {size for _, size, _ in service.sent} == {shown}
     assert_hidden_clip(hidden, "h264", 4, CLIP)
+    assert_nothing_else_hidden(hidden, 4)
     run_video(SquaresService(CLIP[0]), VideoJob(source, listed, mode="detect", tile_every=0), Progress())
     turn = {90: cv2.ROTATE_90_COUNTERCLOCKWISE, -90: cv2.ROTATE_90_CLOCKWISE, 180: cv2.ROTATE_180}[rotation]
     for index, line in enumerate(json.loads(text) for text in listed.read_text().splitlines()[:-1]):
@@ -404,11 +419,12 @@ FULL_RANGE = {"colorspace": 1, "color_range": 2}  # some phones record 0-255 sam
         ("libx265", "yuv420p10le", HLG, "yuv420p10le", 0.5),  # before: 3.2 levels off
         ("libsvtav1", "yuv420p10le", BT709, "yuv420p10le", 0.5),  # before: written as H.264, 3.0 off
         ("libx264", "yuv420p10le", BT709, "yuv420p", 5.0),  # rounded to 8 bits on the way
+        ("libx265", "yuv420p", BT709, "yuv420p", 2.5),  # 8 bits stay 8 where 10 could be written
         ("libx264", "yuv420p", BT709, "yuv420p", 2.5),  # 8 bits: FFmpeg's default conversion rounds a flat
         ("libx264", "yuvj420p", FULL_RANGE, "yuvj420p", 2.5),  # colour by a few levels there and back
         ("libvpx-vp9", "yuv420p", {}, "yuv420p", 2.5),  # (before: full range 3.3 off)
     ],
-    ids=["hdr-hevc", "10-bit-av1", "10-bit-h264", "bt709", "full-range", "untagged-vp9"],
+    ids=["hdr-hevc", "10-bit-av1", "10-bit-h264", "8-bit-hevc", "bt709", "full-range", "untagged-vp9"],
 )
 def test_the_output_keeps_the_sources_colour_and_depth(tmp_path, codec, pix_fmt, colour, written, within):
     """The colour description carried over, the samples' depth too (10 bits, in HEVC and AV1: H.264's
@@ -883,3 +899,24 @@ def test_a_file_without_a_video_stream_is_told_so(tmp_path):
         output.mux(audio.encode(None))
     with pytest.raises(VideoError, match="no video stream"):
         run_video(SquaresService(CLIP[0]), hidden_job(sound, tmp_path / "out.mp4"), Progress())
+
+
+def test_each_frame_travels_as_a_jpeg_of_the_jobs_quality():
+    """The JPEG sent is encoded at JPEG_QUALITY (its quantization tables, read by Pillow, are those of
+    a JPEG of that quality), not the encoder's default (95: a third more bytes for nothing)."""
+    from PIL import Image
+
+    sent = []
+
+    class Recording:
+        def detect(self, image: bytes, **params) -> Detection:
+            sent.append(image)
+            return Detection.from_json({"image": {"width": 320, "height": 240}, "faces": []})
+
+    rng = np.random.default_rng(7)
+    frame = av.VideoFrame.from_ndarray(rng.integers(0, 255, (240, 320, 3), np.uint8), format="bgr24")
+    video.detect_frame(Recording(), frame, {})
+    _, reference = cv2.imencode(".jpg", frame.to_ndarray(format="bgr24"), [cv2.IMWRITE_JPEG_QUALITY, 90])
+    assert video.JPEG_QUALITY == 90
+    tables = [Image.open(io.BytesIO(jpeg)).quantization for jpeg in (sent[0], reference.tobytes())]
+    assert tables[0] == tables[1]
