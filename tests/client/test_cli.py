@@ -236,3 +236,27 @@ def test_each_service_gets_a_connection_for_every_request_the_command_has_in_fli
     client = client_of(parser().parse_args(argv))
     for each in getattr(client, "clients", [client]):
         assert each.pool.connection_pool_kw["maxsize"] == connections
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_a_video_job_without_options_is_its_presets(fast):
+    pytest.importorskip("av")
+    from facecrop_client.cli import video_job
+    from facecrop_client.presets import DEFAULTS, FAST
+
+    preset = FAST if fast else DEFAULTS
+    args = parser().parse_args(["video", "in.mp4", "out.mp4", *(["--fast"] if fast else [])])
+    job = video_job(args, args.source, args.target, args.mode)
+    assert (job.params["min_confidence"], job.hiding.margin, job.hold, job.tile_every) == (
+        preset.min_confidence,
+        preset.margin,
+        preset.hold,
+        preset.tile_every,
+    )
+    assert (job.mode, job.crf, job.in_flight, job.params["max_faces"], job.params["landmarks"]) == (
+        "anonymize",
+        20,
+        4,
+        1000,
+        False,
+    )

@@ -1101,3 +1101,18 @@ def test_a_batchs_video_the_service_refuses_is_a_failure_naming_it_on_either_eng
             "code": "video_failed",
             "message": f"{photos / 'clips' / 'clip.mp4'}: 400 bad_frame: the service's bad_frame",
         }, engine
+
+
+@pytest.mark.parametrize("mode", ["detect", "crop"])
+def test_a_batch_on_ray_that_does_not_anonymize_leaves_a_folders_videos_alone(ray_here, tmp_path, mode):
+    """Only `--mode anonymize` of a folder takes its videos: detect and crop send the photo alone and
+    list it alone."""
+    photos = tmp_path / "photos"
+    photo_file(photos, "a.jpg", 1)
+    clip_file(photos / "clip.mp4")
+    output = tmp_path / ("faces.jsonl" if mode == "detect" else "out")
+    with stand_in() as service:
+        ran = facecrop_with("ray", "batch", str(photos), str(output), "--mode", mode, "--url", service.url)
+    assert ran.returncode == 0, ran.stderr
+    assert [path for path, _, _ in sent(service)] == [f"/v1/{mode}"]
+    assert [row[0] for row in manifest_rows(output)] == ["a.jpg"]
