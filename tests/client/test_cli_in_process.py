@@ -659,26 +659,34 @@ def test_each_photos_line_reaches_a_pipe_while_the_next_photo_is_at_the_service(
     assert running.returncode == 0 and first.startswith(("{", str(tmp_path / "out"))) and len(rest.splitlines()) == 1
 
 
+STOPPING = "facecrop: stopping once the frames already sent are answered"
+
+
+def sigterm_at(turn: int, answer: Callable) -> Callable:
+    """`answer`, but at `turn` SIGTERM raised (its handler runs in the main thread) and that turn
+    answered only once the command has said it is stopping (on facecrop_here's stderr)."""
+
+    def answer_for(n: int):
+        if n == turn:
+            signal.raise_signal(signal.SIGTERM)
+            deadline = time.monotonic() + 60
+            while STOPPING not in sys.stderr.getvalue() and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return answer(n)
+
+    return answer_for
+
+
 def test_sigterm_during_a_video_ends_it_as_ctrl_c_does_leaving_nothing(tmp_path):
     """`facecrop video` as the batch's videos below: SIGTERM at its first frame, status 130, no
     output or partial file; the next run does it."""
     source, out = clip_file(tmp_path / "in" / "clip.mp4"), tmp_path / "out"
     out.mkdir()
-    stopping = "facecrop: stopping once the frames already sent are answered"
     with seeing_no_face() as service:
         answer = service.answer_for
-
-        def stopped_at_the_first_frame(turn: int):
-            if turn == 0:
-                signal.raise_signal(signal.SIGTERM)
-                deadline = time.monotonic() + 60
-                while stopping not in sys.stderr.getvalue() and time.monotonic() < deadline:
-                    time.sleep(0.01)
-            return answer(turn)
-
-        service.answer_for = stopped_at_the_first_frame
+        service.answer_for = sigterm_at(0, answer)
         ran = facecrop_here("video", str(source), str(out / "clip.mp4"), "-q", "--url", service.url)
-        assert (ran.returncode, ran.stderr) == (130, stopping + "\n")
+        assert (ran.returncode, ran.stderr) == (130, STOPPING + "\n")
         assert list(out.iterdir()) == []
         service.answer_for = answer
         again = facecrop_here("video", str(source), str(out / "clip.mp4"), "-q", "--url", service.url)
@@ -694,22 +702,12 @@ def test_sigterm_during_a_batchs_videos_ends_it_as_ctrl_c_does_leaving_no_partia
     photo_file(photos, "a.jpg", 0)
     clip_file(photos / "clip.mp4")
     out = tmp_path / "out"
-    stopping = "facecrop: stopping once the frames already sent are answered"
     with seeing_no_face() as service:
         answer = service.answer_for
-
-        def stopped_at_the_first_frame(turn: int):
-            if turn == 1:  # turn 0: a.jpg
-                signal.raise_signal(signal.SIGTERM)  # its handler runs in the main thread
-                deadline = time.monotonic() + 60
-                while stopping not in sys.stderr.getvalue() and time.monotonic() < deadline:  # facecrop_here's
-                    time.sleep(0.01)
-            return answer(turn)
-
-        service.answer_for = stopped_at_the_first_frame
+        service.answer_for = sigterm_at(1, answer)  # turn 0: a.jpg
         ran = facecrop_here("batch", str(photos), str(out), "--mode", "anonymize", "-q", "--url", service.url)
         assert ran.returncode == 130, ran.stderr
-        assert stopping in ran.stderr and "Traceback" not in ran.stderr
+        assert STOPPING in ran.stderr and "Traceback" not in ran.stderr
         assert sorted(p.name for p in out.rglob("*") if p.is_file()) == ["a.jpg"]  # no partial video either
         service.answer_for = answer
         again = facecrop_here("batch", str(photos), str(out), "--mode", "anonymize", "-q", "--url", service.url)
