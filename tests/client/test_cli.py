@@ -121,10 +121,17 @@ def test_a_batch_into_the_current_folder_is_run_not_a_traceback(tmp_path, monkey
         (["video", "a.mp4", "b.mp4", "--hold", "-1"], "argument --hold: must be at least 0, got -1"),
         (["video", "a.mp4", "b.mp4", "--hold", "2.5"], "argument --hold: not a whole number: '2.5'"),
         (["batch", "in", "out", "--mode", "detect", "--concurrency", "0"], "--concurrency: must be at least 1, got 0"),
+        ([], "the following arguments are required: command"),
+        (["batch", "in", "out"], "the following arguments are required: --mode"),
+        (["batch", "in", "out", "--mode", "video"], "argument --mode: invalid choice: 'video'"),
+        (["video", "a.mp4", "b.mp4", "--mode", "crop"], "argument --mode: invalid choice: 'crop'"),
+        (["crop", "a.jpg"], "the following arguments are required: --out"),
+        (["anonymize", "a.jpg"], "the following arguments are required: --out"),
     ],
 )
-def test_counts_and_seconds_out_of_range_are_a_usage_error(argv, said, capsys):
-    """Each was a traceback from deep inside (a pool of 0 threads, a deque of -1, urllib3's timeout)."""
+def test_an_argument_out_of_range_missing_or_not_one_of_its_choices_is_a_usage_error(argv, said, capsys):
+    """Counts and seconds out of range were each a traceback from deep inside (a pool of 0 threads, a
+    deque of -1, urllib3's timeout)."""
     with pytest.raises(SystemExit) as exited:
         parser().parse_args(argv)
     assert exited.value.code == 2 and said in capsys.readouterr().err
@@ -136,23 +143,6 @@ def test_each_commands_defaults():
     for mode in ("anonymize", "detect"):
         assert parser().parse_args(["video", "a.mp4", "b.jsonl", "--mode", mode]).mode == mode
     assert parser().parse_args(["batch", "in", "out", "--mode", "crop"]).concurrency == 8
-
-
-@pytest.mark.parametrize(
-    ("argv", "said"),
-    [
-        ([], "the following arguments are required: command"),
-        (["batch", "in", "out"], "the following arguments are required: --mode"),
-        (["batch", "in", "out", "--mode", "video"], "argument --mode: invalid choice: 'video'"),
-        (["video", "a.mp4", "b.mp4", "--mode", "crop"], "argument --mode: invalid choice: 'crop'"),
-        (["crop", "a.jpg"], "the following arguments are required: --out"),
-        (["anonymize", "a.jpg"], "the following arguments are required: --out"),
-    ],
-)
-def test_a_command_or_an_argument_missing_or_not_one_of_its_choices_is_a_usage_error(argv, said, capsys):
-    with pytest.raises(SystemExit) as exited:
-        parser().parse_args(argv)
-    assert exited.value.code == 2 and said in capsys.readouterr().err
 
 
 def test_the_help_keeps_the_descriptions_lines():
